@@ -1,0 +1,76 @@
+"""Scaled dot-product attention, two ways, and the multi-head module around it.
+
+Fast path (no trace): torch's fused `scaled_dot_product_attention`. Traced path: the same arithmetic
+written out, so the scores, the mask and the weights can be recorded. Tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .trace import AttentionTrace
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout_p: float = 0.0,
+    trace: AttentionTrace | None = None,
+    site: tuple[str, int] | None = None,
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d) masked) v for (batch, heads, len, d_head) tensors.
+
+    `mask` is boolean, True = may attend, broadcastable to (batch, heads, queries, keys). A query row
+    with every key masked yields weights of exactly 0 (never NaN) on both paths.
+    """
+    if trace is None:
+        # torch >= 2.5 gives fully masked rows zero weight here too (its "safe softmax").
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
+    kind, layer = site
+    trace.record(kind, layer, scores, mask, weights)
+    return F.dropout(weights, dropout_p) @ v
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate query, key, value and output projections."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        self.n_heads = n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, d_model = x.shape
+        return x.view(batch, length, self.n_heads, d_model // self.n_heads).transpose(1, 2)
+
+    def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Project the attended-to sequence once: (batch, heads, keys, d_head) each (cacheable)."""
+        return self._split(self.k_proj(source)), self._split(self.v_proj(source))
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        keys_values: tuple[torch.Tensor, torch.Tensor],
+        mask: torch.Tensor | None,
+        trace: AttentionTrace | None = None,
+        site: tuple[str, int] | None = None,
+    ) -> torch.Tensor:
+        k, v = keys_values
+        p = self.dropout if self.training else 0.0
+        out = attend(self._split(self.q_proj(query)), k, v, mask, p, trace, site)
+        batch, heads, length, d_head = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(batch, length, heads * d_head))

@@ -1,0 +1,32 @@
+"""ModelBundle: a model together with everything needed to use and describe it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import EncoderDecoder
+from .tasks import Task
+from .tokenizers import Tokenizer
+
+
+@dataclass
+class ModelBundle:
+    """A trained model, its tokenizer, its task, and its model card.
+
+    `card` holds plain JSON-able facts: name, created (ISO time), steps, seconds, exact_match,
+    token_accuracy, loss, and anything else worth showing. Treat the model as read-only once built:
+    cached bundles are shared by every browser session.
+    """
+
+    model: EncoderDecoder
+    tokenizer: Tokenizer
+    task: Task
+    card: dict = field(default_factory=dict)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def name(self) -> str:
+        return self.card.get("name") or self.task.name

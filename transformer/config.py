@@ -1,0 +1,81 @@
+"""ModelConfig: the one plain, JSON-able description a model is built from and stored with."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+NORMS = ("pre", "post")
+POSITIONALS = ("sinusoidal", "learned", "none")
+
+# Inclusive bounds for every numeric field. They keep an untrusted checkpoint or an absurd form input
+# from allocating gigabytes: the largest model they allow is still a few hundred MB.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "src_vocab": (4, 32_000),
+    "tgt_vocab": (4, 32_000),
+    "n_enc_layers": (1, 12),
+    "n_dec_layers": (1, 12),
+    "d_model": (8, 1024),
+    "n_heads": (1, 16),
+    "d_ff": (8, 4096),
+    "dropout": (0.0, 0.9),
+    "max_len": (2, 1024),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, of the wrong type or out of bounds."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and options of an encoder-decoder Transformer."""
+
+    src_vocab: int
+    tgt_vocab: int
+    n_enc_layers: int = 2
+    n_dec_layers: int = 2
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 256
+    dropout: float = 0.0
+    norm: str = "pre"
+    positional: str = "sinusoidal"
+    max_len: int = 64
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in BOUNDS:
+                lo, hi = BOUNDS[f.name]
+                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if not numeric or (f.type == "int" and not isinstance(value, int)):
+                    raise ConfigError(f"{f.name} must be a number, got {value!r}")
+                if not lo <= value <= hi:
+                    raise ConfigError(f"{f.name}={value} is outside the allowed range {lo}..{hi}")
+        if self.norm not in NORMS:
+            raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.positional not in POSITIONALS:
+            raise ConfigError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelConfig":
+        """Build from plain data, refusing unknown keys (checkpoints are untrusted input)."""
+        if not isinstance(data, dict):
+            raise ConfigError("model config must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown model config keys: {', '.join(unknown)}")
+        try:
+            return cls(**data)
+        except TypeError as exc:  # a required key is missing
+            raise ConfigError(str(exc)) from None
