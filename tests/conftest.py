@@ -1,0 +1,137 @@
+"""Shared fixtures: AppTest runs of the app, a live Streamlit server on loopback, headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture
+def clean_caches():
+    """Streamlit caches outlive an AppTest instance: start and end each app test with them empty."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def app(clean_caches):
+    """`app(page)` -> an AppTest of app.py already run on `page` (a path like "pages/explore/decode.py")."""
+    from streamlit.testing.v1 import AppTest
+
+    def run(page: str | None = None):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.run()
+        if page:
+            at.switch_page(page)
+            at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    return run
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A Streamlit server for app.py on a free loopback port; stopped by its own pid."""
+
+    def __init__(self):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = ARTIFACTS / f"server-{self.port}.log"
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+             "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false"],
+            cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).read() == b"ok":
+                    return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"streamlit did not start; see {self.log}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _require_chromium():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but no Chromium at {CHROMIUM}")
+        pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium package)")
+
+
+@pytest.fixture
+def fresh_server():
+    """A new server per test: its first request is whatever the test opens."""
+    _require_chromium()
+    server = Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def _browser():
+    _require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(_browser):
+    """A fresh browser page (1400x900) with downloads accepted."""
+    context = _browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    context.close()
+
+
+def wait_for_app(pg, timeout: float = 60_000) -> None:
+    """Wait until the Streamlit script run has finished and nothing is left running."""
+    pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=timeout)
+    pg.wait_for_timeout(300)
+    pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=timeout)
+
+
+def screenshot(pg, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    return path
