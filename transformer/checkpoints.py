@@ -1,0 +1,358 @@
+"""Checkpoints: one `.safetensors` file per model, with everything needed to rebuild it in its metadata.
+
+File layout (format version 1). A standard safetensors file whose tensors are the model's `state_dict`
+(float32, no shared storage) and whose `__metadata__` maps these keys to JSON text, and nothing else:
+
+    format_version  1
+    config          ModelConfig.to_dict()
+    tokenizer       tokenizer.to_dict() (sentencepiece model bytes base64-encoded inside it)
+    task            {"name": ..., "params": {...}}
+    card            the model card: name, created, steps, seconds, metrics, training config, ...
+
+Every file is treated as untrusted: the size is capped before reading, the header is parsed and bounded
+here before the safetensors library sees it, keys and config values are checked, every tensor's name,
+shape and dtype is compared with the model built from the config before anything is loaded, and non-finite
+weights are refused. Any failure raises one `CheckpointError` with a readable message.
+
+PyTorch `.pt` files are accepted only through `torch.load(weights_only=True)` (no code can run) by
+`load_state_dict_file`. Such a file holds either
+  * a dict {"state_dict": {name: tensor}, "format_version": 1, "config": ..., "tokenizer": ...,
+    "task": ..., "card": ...} with the same meanings as above (what `torch.save(bundle_metadata(b) |
+    {"state_dict": b.model.state_dict()}, path)` writes), or
+  * a bare state dict {name: tensor}, with the metadata dict passed separately (for instance read from a
+    JSON file next to it holding the same keys; "format_version" and "card" may be left out there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import struct
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from math import prod
+from pathlib import Path
+from typing import BinaryIO, Union
+
+import safetensors.torch
+import torch
+
+from .bundle import ModelBundle
+from .config import ModelConfig
+from .model import EncoderDecoder
+from .tasks import make_task
+from .tokenizers import tokenizer_from_dict
+
+FORMAT_VERSION = 1
+METADATA_KEYS = ("format_version", "config", "tokenizer", "task", "card")
+DEFAULT_MAX_BYTES = 64 * 2**20  # the zoo's models are < 5 MB
+MAX_HEADER_BYTES = 4 * 2**20  # room for a base64 sentencepiece model; bounded all the same
+SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64"}
+
+Source = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be saved or loaded; the message says why, in plain words."""
+
+
+@dataclass
+class CheckpointInfo:
+    """What a checkpoint's header says, read without loading its weights. `error` is set (and the
+    other fields may be empty) when the file is broken."""
+
+    path: Path
+    size: int
+    name: str = ""
+    created: str = ""
+    task: str = ""
+    task_params: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    parameters: int = 0
+    card: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+# ----------------------------------------------------------------------------------------------- saving
+
+
+def bundle_metadata(bundle: ModelBundle) -> dict:
+    """The plain-data description stored beside the weights (see the module docstring)."""
+    card = {"name": bundle.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    return {
+        "format_version": FORMAT_VERSION,
+        "config": bundle.config.to_dict(),
+        "tokenizer": bundle.tokenizer.to_dict(),
+        "task": {"name": bundle.task.name, "params": dict(bundle.task.params)},
+        "card": card | bundle.card,
+    }
+
+
+def bundle_to_bytes(bundle: ModelBundle) -> bytes:
+    """The whole checkpoint file as bytes (for downloads); `save_bundle` writes exactly these."""
+    state = {name: t.detach().contiguous() for name, t in bundle.model.state_dict().items()}
+    _check_finite(state)
+    metadata = {key: json.dumps(value) for key, value in bundle_metadata(bundle).items()}
+    return safetensors.torch.save(state, metadata=metadata)
+
+
+def save_bundle(bundle: ModelBundle, path: str | os.PathLike) -> Path:
+    """Write `bundle` to `path` atomically: a temp file in the same folder, fsync, then os.replace.
+    If anything fails, a file already at `path` is untouched and no temp file is left behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = bundle_to_bytes(bundle)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def load_bundle(source: Source, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ModelBundle:
+    """Load an untrusted `.safetensors` checkpoint (a path, bytes or a binary file object)."""
+    with _as_checkpoint_error():
+        data = _read_capped(source, max_bytes)
+        tensors, metadata = _parse_header(io.BytesIO(data), len(data))
+        meta = _decode_metadata(metadata)
+        model = _build_model(meta, tensors)
+        _load_weights(model, safetensors.torch.load(data))
+        return _assemble(model, meta)
+
+
+def load_state_dict_file(source: Source, metadata: dict | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ModelBundle:
+    """Load an untrusted PyTorch `.pt` file through `torch.load(weights_only=True)` only.
+
+    Either the file is a dict holding "state_dict" and the metadata keys, or it is a bare state dict and
+    `metadata` supplies "config", "tokenizer", "task" (and optionally "format_version", "card")."""
+    with _as_checkpoint_error():
+        data = _read_capped(source, max_bytes)
+        try:
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise CheckpointError(f"refused to load this .pt file safely ({_first_line(exc)})") from None
+        if not isinstance(obj, dict):
+            raise CheckpointError(f"a .pt checkpoint must hold a dict, found {type(obj).__name__}")
+        if "state_dict" in obj:
+            if metadata is not None:
+                raise CheckpointError("this .pt file carries its own metadata; do not pass another")
+            metadata = {key: value for key, value in obj.items() if key != "state_dict"}
+            state = obj["state_dict"]
+        elif metadata is None:
+            raise CheckpointError("this .pt file is a bare state dict: give its config, tokenizer and task too")
+        else:
+            state = obj
+        meta = _check_metadata({"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))
+        if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+            raise CheckpointError("the state dict must map parameter names to tensors")
+        model = _build_model(meta, {name: (list(t.shape), _dtype_name(t.dtype)) for name, t in state.items()})
+        _load_weights(model, state)
+        return _assemble(model, meta)
+
+
+# ---------------------------------------------------------------------------------------------- listing
+
+
+def read_info(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> CheckpointInfo:
+    """A checkpoint's description from its header alone; `error` holds the reason if it is broken."""
+    path = Path(path)
+    info = CheckpointInfo(path=path, size=path.stat().st_size if path.is_file() else 0)
+    try:
+        with _as_checkpoint_error():
+            if info.size > max_bytes:
+                raise CheckpointError(_too_big(info.size, max_bytes))
+            with path.open("rb") as f:
+                tensors, metadata = _parse_header(f, info.size)
+            meta = _decode_metadata(metadata)
+            config = ModelConfig.from_dict(meta["config"])
+    except CheckpointError as exc:
+        info.error = str(exc)
+        return info
+    card = meta["card"]
+    info.name = str(card.get("name") or path.stem)
+    info.created = str(card.get("created", ""))
+    info.task, info.task_params = meta["task"]["name"], meta["task"]["params"]
+    info.config, info.card = config.to_dict(), card
+    info.parameters = sum(prod(shape) for shape, _ in tensors.values())
+    return info
+
+
+def list_checkpoints(folder: str | os.PathLike) -> list[CheckpointInfo]:
+    """Every `*.safetensors` in `folder` (sorted by name), broken ones included with their `error`."""
+    folder = Path(folder)
+    return [read_info(p) for p in sorted(folder.glob("*.safetensors"))] if folder.is_dir() else []
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, in hex (a cache key that changes whenever the file does)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+# ------------------------------------------------------------------------------------------- internals
+
+
+@contextmanager
+def _as_checkpoint_error():
+    """Let CheckpointError through; turn anything else that goes wrong into one CheckpointError."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (ValueError, OSError) as exc:  # ConfigError, TokenizerError, TaskError, a missing file, ...
+        raise CheckpointError(_first_line(exc)) from None
+    except Exception as exc:
+        raise CheckpointError(f"unreadable checkpoint ({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _too_big(size: int, max_bytes: int) -> str:
+    return f"the file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.1f} MB"
+
+
+def _read_capped(source: Source, max_bytes: int) -> bytes:
+    """All bytes of `source`, refusing (before reading a path) anything larger than `max_bytes`."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+    elif hasattr(source, "read"):
+        data = source.read(max_bytes + 1)
+    else:
+        size = os.path.getsize(source)
+        if size > max_bytes:
+            raise CheckpointError(_too_big(size, max_bytes))
+        data = Path(source).read_bytes()
+    if len(data) > max_bytes:
+        raise CheckpointError(_too_big(len(data), max_bytes))
+    return data
+
+
+def _parse_header(stream: BinaryIO, file_size: int) -> tuple[dict, dict]:
+    """Check the safetensors framing of a file of `file_size` bytes, reading only its header from
+    `stream`. Returns ({tensor name: (shape, dtype)}, raw string metadata)."""
+    prefix = stream.read(8)
+    if prefix[:4] == b"PK\x03\x04" or prefix[:1] == b"\x80":
+        raise CheckpointError("this is a PyTorch pickle/zip file, not a .safetensors checkpoint")
+    if file_size < 8 or len(prefix) < 8:
+        raise CheckpointError("the file is too short to be a .safetensors checkpoint")
+    (length,) = struct.unpack("<Q", prefix)
+    if length > min(MAX_HEADER_BYTES, file_size - 8):
+        raise CheckpointError(f"the header claims {length} bytes: more than the file holds or the {MAX_HEADER_BYTES} limit")
+    try:
+        header = json.loads(stream.read(length))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise CheckpointError("the header is not valid JSON: not a .safetensors checkpoint") from None
+    if not isinstance(header, dict):
+        raise CheckpointError("the header is not a JSON object")
+    metadata = header.pop("__metadata__", None)
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError("the file has no string metadata: not an Attention Playground checkpoint")
+    data_size = file_size - 8 - length
+    tensors = {name: _tensor_entry(name, entry, data_size) for name, entry in header.items()}
+    return tensors, metadata
+
+
+def _tensor_entry(name: str, entry, data_size: int) -> tuple[list[int], str]:
+    ok = (
+        isinstance(entry, dict)
+        and isinstance(entry.get("dtype"), str)
+        and isinstance(entry.get("shape"), list)
+        and all(isinstance(n, int) and n >= 0 for n in entry["shape"])
+        and isinstance(entry.get("data_offsets"), list)
+        and len(entry["data_offsets"]) == 2
+        and all(isinstance(n, int) for n in entry["data_offsets"])
+        and 0 <= entry["data_offsets"][0] <= entry["data_offsets"][1] <= data_size
+    )
+    if not ok:
+        raise CheckpointError(f"tensor {name!r} has a malformed header entry (or the file is truncated)")
+    return entry["shape"], entry["dtype"]
+
+
+def _decode_metadata(metadata: dict[str, str]) -> dict:
+    """JSON-decode each metadata value, then validate the whole."""
+    decoded = {}
+    for key, text in metadata.items():
+        try:
+            decoded[key] = json.loads(text)
+        except (ValueError, RecursionError):
+            raise CheckpointError(f"metadata {key!r} is not valid JSON") from None
+    return _check_metadata(decoded)
+
+
+def _check_metadata(meta: dict) -> dict:
+    """Exactly the known keys, a supported format version, and objects of the right kinds."""
+    missing = [k for k in METADATA_KEYS if k not in meta]
+    unknown = sorted(k for k in meta if k not in METADATA_KEYS)
+    if missing or unknown:
+        parts = [f"missing {', '.join(missing)}" if missing else "", f"unknown {', '.join(unknown)}" if unknown else ""]
+        raise CheckpointError(f"not an Attention Playground checkpoint: metadata keys {'; '.join(p for p in parts if p)}")
+    if type(meta["format_version"]) is not int or meta["format_version"] != FORMAT_VERSION:
+        raise CheckpointError(f"unsupported checkpoint format version {meta['format_version']!r} (this app reads {FORMAT_VERSION})")
+    task = meta["task"]
+    if not (isinstance(task, dict) and set(task) == {"name", "params"} and isinstance(task["name"], str)
+            and isinstance(task["params"], dict)):
+        raise CheckpointError('metadata "task" must be {"name": text, "params": object}')
+    if not isinstance(meta["card"], dict):
+        raise CheckpointError('metadata "card" must be a JSON object')
+    return meta
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return SAFETENSORS_DTYPES.get(dtype, str(dtype))
+
+
+def _build_model(meta: dict, found: dict[str, tuple[list[int], str]]) -> EncoderDecoder:
+    """The model the config describes, built only after `found` tensors proved to match it exactly
+    (checked on the meta device, so an absurd config with a small file allocates nothing)."""
+    config = ModelConfig.from_dict(meta["config"])
+    with torch.device("meta"):
+        expected = {name: (list(t.shape), _dtype_name(t.dtype)) for name, t in EncoderDecoder(config).state_dict().items()}
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(set(found) - set(expected))
+    if missing or extra:
+        detail = f"missing {missing[:3]}" if missing else f"unexpected {extra[:3]}"
+        raise CheckpointError(f"the tensors do not fit the model config: {detail} ({len(missing)} missing, {len(extra)} unexpected)")
+    for name, (shape, dtype) in expected.items():
+        if found[name] != (shape, dtype):
+            raise CheckpointError(f"tensor {name!r} is {found[name][1]} {found[name][0]}; the config needs {dtype} {shape}")
+    return EncoderDecoder(config)
+
+
+def _check_finite(state: dict[str, torch.Tensor]) -> None:
+    for name, t in state.items():
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise CheckpointError(f"tensor {name!r} contains NaN or infinite values (training diverged?)")
+
+
+def _load_weights(model: EncoderDecoder, state: dict[str, torch.Tensor]) -> None:
+    _check_finite(state)
+    model.load_state_dict(state, strict=True)
+    model.eval()
+
+
+def _assemble(model: EncoderDecoder, meta: dict) -> ModelBundle:
+    tokenizer = tokenizer_from_dict(meta["tokenizer"])
+    config = model.config
+    if not tokenizer.vocab_size == config.src_vocab == config.tgt_vocab:
+        raise CheckpointError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model expects {config.src_vocab} (source) "
+            f"and {config.tgt_vocab} (target)"
+        )
+    task = make_task(meta["task"]["name"], **meta["task"]["params"])
+    return ModelBundle(model=model, tokenizer=tokenizer, task=task, card=meta["card"])
