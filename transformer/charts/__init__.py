@@ -1,0 +1,21 @@
+"""Pure plotly figure builders: arrays in, `plotly.graph_objects.Figure` out. No streamlit, no torch needed.
+
+Conventions (DESIGN.md "Chart conventions"): queries on rows, keys on columns, labelled "03 e" by
+`token_labels`; weights on a fixed 0..1 colour-blind-safe scale; hover shows query, key and value; every
+figure carries a title; rows run top to bottom in token order.
+"""
+
+from .architecture import architecture_diagram
+from .attention import (
+    attention_heatmap, head_grid, mask_heatmap, padded_batch_heatmap, scores_heatmap, step_attention_rows,
+)
+from .common import KIND_COLORS, KIND_TITLES, attention_title, token_labels
+from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix
+from .stats import head_stats_heatmap, topk_bar, training_curves
+
+__all__ = [
+    "KIND_COLORS", "KIND_TITLES", "architecture_diagram", "attention_heatmap", "attention_title",
+    "embedding_sum", "head_grid", "head_stats_heatmap", "mask_heatmap", "padded_batch_heatmap",
+    "position_similarity", "positional_curves", "positional_matrix", "scores_heatmap", "step_attention_rows",
+    "token_labels", "topk_bar", "training_curves",
+]

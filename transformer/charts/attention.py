@@ -1,0 +1,198 @@
+"""Attention charts: one head, every head in one tiled figure, a decoding step's heads, scores and masks."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import (
+    DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_SCALE, as_array, cell_size, check_labels, display_piece,
+    finish, masked_overlay, matrix_layout,
+)
+
+WEIGHT_HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+GUTTER = 1  # NaN cells between the tiles of head_grid
+WEIGHT_BAR = dict(title=dict(text="weight"), tickvals=[0, 0.25, 0.5, 0.75, 1], len=0.9)
+
+
+def _labels(matrix: np.ndarray, query_labels, key_labels) -> tuple[list[str], list[str]]:
+    q, k = matrix.shape[-2:]
+    return check_labels(query_labels, q, "query labels"), check_labels(key_labels, k, "key labels")
+
+
+def _blocked(mask, shape) -> np.ndarray | None:
+    """True where a key is blocked (mask False), broadcast to `shape`; None when nothing is masked."""
+    if mask is None:
+        return None
+    blocked = ~np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+    return blocked if blocked.any() else None
+
+
+def _click_layer(weights: np.ndarray, x: list[str], y: list[str], side: int) -> go.Scatter:
+    """Invisible markers on every cell: Streamlit's on_select returns these points (it returns nothing for a
+    heatmap). A point's customdata is [query, key, weight]; its point_index is query * n_keys + key."""
+    q, k = weights.shape
+    rows, cols = np.divmod(np.arange(q * k), k)
+    return go.Scatter(
+        x=np.array(x, dtype=object)[cols], y=np.array(y, dtype=object)[rows], mode="markers",
+        customdata=np.column_stack([rows, cols, weights.ravel()]).astype(np.float32),
+        marker=dict(size=side, symbol="square", opacity=0), selected=dict(marker=dict(opacity=0)),
+        unselected=dict(marker=dict(opacity=0)), showlegend=False, name="cells",
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata[2]:.3f}<extra></extra>",
+    )
+
+
+def attention_heatmap(weights, query_labels: list[str], key_labels: list[str], title: str, mask=None,
+                      clickable: bool = False, highlight: tuple[int, int] | None = None) -> go.Figure:
+    """One head's weights (queries, keys) on the fixed 0..1 scale. Blocked cells (mask False) are drawn
+    grey with an "×"; `clickable` adds the invisible click layer; `highlight` = (query, key) outlines a cell."""
+    w = as_array(weights, 2, "weights")
+    y, x = _labels(w, query_labels, key_labels)
+    blocked = _blocked(mask, w.shape)
+    z = w if blocked is None else np.where(blocked, np.nan, w).astype(np.float32)
+    side = cell_size(*w.shape)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR, xgap=1, ygap=1,
+        hoverongaps=False, hovertemplate=WEIGHT_HOVER, hoverinfo="skip" if clickable else None,
+    ))
+    if blocked is not None:
+        fig.add_trace(masked_overlay(blocked, x, y, "masked: weight 0"))
+    if clickable:
+        fig.add_trace(_click_layer(w, x, y, side))
+    if highlight is not None:
+        row, col = highlight
+        fig.add_shape(type="rect", x0=col - 0.5, x1=col + 0.5, y0=row - 0.5, y1=row + 0.5,
+                      line=dict(color="#E69F00", width=3))
+    matrix_layout(fig, title, y, x, side)
+    if clickable:
+        fig.update_layout(clickmode="event+select")
+    return fig
+
+
+def _tile(weights: np.ndarray) -> np.ndarray:
+    """(layers, heads, Q, K) -> one (layers*(Q+1)-1, heads*(K+1)-1) matrix, NaN in the gutters."""
+    layers, heads, q, k = weights.shape
+    padded = np.pad(weights, ((0, 0), (0, 0), (0, GUTTER), (0, GUTTER)), constant_values=np.nan)
+    tiled = padded.transpose(0, 2, 1, 3).reshape(layers * (q + GUTTER), heads * (k + GUTTER))
+    return tiled[:-GUTTER, :-GUTTER]
+
+
+def _tiled_categories(prefix: str, count: int, role: str, labels: list[str]) -> list[str]:
+    """Unique category names for one tiled axis: "L2 · query 03 e" per cell, "L2|3 gutter" between tiles."""
+    names = []
+    for i in range(count):
+        names += [f"{prefix}{i + 1} · {role} {label}" for label in labels]
+        if i < count - 1:
+            names += [f"{prefix}{i + 1}|{i + 2} gutter {g}" for g in range(GUTTER)]
+    return names
+
+
+def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str, title: str | None = None
+              ) -> go.Figure:
+    """Every head of every layer in ONE heatmap trace: layers down, heads across, NaN gutters between tiles.
+    Head (L, H) occupies rows L*(Q+1) .. +Q and columns H*(K+1) .. +K of the single z matrix.
+    One trace builds and paints far faster than a make_subplots grid (benchmarks/chart_speed.py)."""
+    w = as_array(weights, 4, "weights")
+    layers, heads, q, k = w.shape
+    _labels(w, query_labels, key_labels)
+    y = _tiled_categories("L", layers, "query", list(query_labels))
+    x = _tiled_categories("H", heads, "key", list(key_labels))
+    side = int(np.clip(960 / len(x), 3, 26))
+    fig = go.Figure(go.Heatmap(
+        z=_tile(w), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
+        hoverongaps=False, hovertemplate="%{y}<br>%{x}<br>weight %{z:.3f}<extra></extra>",
+    ))
+    centre_q, centre_k = q // 2, k // 2
+    fig.update_xaxes(side="top", showgrid=False, tickvals=[x[h * (k + GUTTER) + centre_k] for h in range(heads)],
+                     ticktext=[f"H{h + 1}" for h in range(heads)], tickfont_size=14)
+    fig.update_yaxes(autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain",
+                     tickvals=[y[i * (q + GUTTER) + centre_q] for i in range(layers)],
+                     ticktext=[f"L{i + 1}" for i in range(layers)], tickfont_size=14)
+    title = title or f"{KIND_TITLES.get(kind, kind)} · all {layers} layers × {heads} heads"
+    return finish(fig, title, height=len(y) * side + 110, width=len(x) * side + 150)
+
+
+def step_attention_rows(weights, key_labels: list[str], title: str) -> go.Figure:
+    """One decoding step's attention, every head as a row: weights (layers, heads, keys) -> rows "L1 H3",
+    columns the keys (source tokens for cross-attention, the prefix for decoder self-attention)."""
+    w = as_array(weights, 3, "weights")
+    layers, heads, k = w.shape
+    x = check_labels(key_labels, k, "key labels")
+    y = [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
+    fig = go.Figure(go.Heatmap(
+        z=w.reshape(layers * heads, k), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
+        xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+    ))
+    for i in range(1, layers):  # a dark rule between layers
+        fig.add_shape(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
+                      line=dict(color="#222", width=2))
+    return matrix_layout(fig, title, y, x, col_px=int(np.clip(560 / k, 26, 48)),
+                         row_px=int(np.clip(480 / len(y), 16, 28)))
+
+
+def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str], title: str) -> go.Figure:
+    """Pre-softmax scores on a diverging scale centred on 0. Masked cells are not coloured at all: the
+    score trace holds NaN there and a grey "×" layer on top says "masked (-inf)" on hover."""
+    s = as_array(scores, 2, "scores")
+    y, x = _labels(s, query_labels, key_labels)
+    blocked = _blocked(mask, s.shape)
+    shown = s if blocked is None else np.where(blocked, np.nan, s).astype(np.float32)
+    magnitudes = np.abs(shown[np.isfinite(shown)])
+    bound = float(magnitudes.max()) if magnitudes.size and magnitudes.max() > 0 else 1.0
+    fig = go.Figure(go.Heatmap(
+        z=shown, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-bound, zmax=bound, zmid=0, xgap=1, ygap=1,
+        colorbar=dict(title=dict(text="score"), len=0.9), hoverongaps=False,
+        hovertemplate="query %{y}<br>key %{x}<br>score %{z:.2f}<extra></extra>",
+    ))
+    if blocked is not None:
+        fig.add_trace(masked_overlay(blocked, x, y, "masked (-inf)"))
+    return matrix_layout(fig, title, y, x, cell_size(*s.shape))
+
+
+def _category_bar(names: list[str]) -> dict:
+    """A colour bar with one labelled band per integer category 0..n-1."""
+    n = len(names)
+    return dict(tickvals=[(i + 0.5) * (n - 1) / n for i in range(n)], ticktext=names, len=0.5,
+                thickness=18, y=1, yanchor="top")
+
+
+def _discrete_scale(colors: list[str]) -> list[list]:
+    n = len(colors)
+    return [[edge, color] for i, color in enumerate(colors) for edge in (i / n, (i + 1) / n)]
+
+
+def mask_heatmap(mask, query_labels: list[str], key_labels: list[str], title: str) -> go.Figure:
+    """A boolean mask (queries, keys): "may attend" in blue, "blocked" in grey with an "×" (the same grey
+    layer the weight and score charts draw over masked cells), with a two-band colour bar naming both."""
+    allowed = np.asarray(mask, dtype=bool)
+    if allowed.ndim != 2:
+        raise ValueError(f"mask must have 2 dimensions, got shape {allowed.shape}")
+    y, x = _labels(allowed, query_labels, key_labels)
+    fig = go.Figure(go.Heatmap(
+        z=np.where(allowed, 1.0, np.nan).astype(np.float32), x=x, y=y, zmin=0, zmax=1, xgap=1, ygap=1,
+        colorscale=_discrete_scale([MASKED_COLOR, "#0072B2"]), colorbar=_category_bar(["blocked", "may attend"]),
+        hoverongaps=False, hovertemplate="query %{y}<br>key %{x}<br>may attend<extra></extra>",
+    ))
+    if not allowed.all():
+        fig.add_trace(masked_overlay(~allowed, x, y, "blocked"))
+    return matrix_layout(fig, title, y, x, cell_size(*allowed.shape))
+
+
+def padded_batch_heatmap(ids, pieces: list[list[str]], title: str, pad_id: int = 0,
+                         special_ids: tuple[int, ...] = (1, 2, 3)) -> go.Figure:
+    """A padded batch as the model sees it: rows = sequences, columns = positions, each cell its piece and
+    id; padding grey, special tokens amber, ordinary tokens light blue."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.ndim != 2 or [len(row) for row in pieces] != [ids.shape[1]] * ids.shape[0]:
+        raise ValueError("ids must be (sequences, positions) with one piece per id")
+    kind = np.where(ids == pad_id, 0, np.where(np.isin(ids, special_ids), 1, 2))
+    text = [[f"{display_piece(p)}<br>{i}" for p, i in zip(row_p, row_i)] for row_p, row_i in zip(pieces, ids.tolist())]
+    rows, cols = [f"seq {b + 1}" for b in range(ids.shape[0])], [str(t) for t in range(ids.shape[1])]
+    fig = go.Figure(go.Heatmap(
+        z=kind.astype(np.float32), x=cols, y=rows, zmin=0, zmax=2, xgap=2, ygap=2,
+        colorscale=_discrete_scale(["#BDBDBD", "#F3C77B", "#CFE3F3"]),
+        colorbar=_category_bar([display_piece("<pad>"), "special", "token"]),
+        text=text, texttemplate="%{text}", textfont=dict(size=13, color="#111"),
+        hovertemplate="%{y}, position %{x}<br>%{text}<extra></extra>",
+    ))
+    return matrix_layout(fig, title, rows, cols, col_px=52, row_px=48)

@@ -1,0 +1,108 @@
+"""Shared pieces of every chart: token labels, colour scales, titles, layout and the masked-cell overlay."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+# Attention weights always use this fixed 0..1 scale, so two heads' colours mean the same number.
+WEIGHT_SCALE = "Viridis"
+DIVERGING_SCALE = "RdBu_r"  # signed values (scores, encodings): blue negative, red positive, white 0
+MASKED_COLOR = "#9a9a9a"
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=14, color="#222")
+# Okabe-Ito colours (colour-blind safe), one per attention kind, reused by every chart that names a kind.
+KIND_COLORS = {"encoder_self": "#0072B2", "decoder_self": "#D55E00", "cross": "#009E73"}
+KIND_TITLES = {
+    "encoder_self": "Encoder self-attention",
+    "decoder_self": "Decoder self-attention (masked)",
+    "cross": "Cross-attention",
+}
+HIGHLIGHT, MUTED = "#E69F00", "#56B4E9"
+
+
+def display_piece(piece: str) -> str:
+    """A token as plotly must be given it: a space shown as ␣, and "<s>" escaped (plotly reads text as HTML,
+    where <s> would start strikethrough and </s> would vanish)."""
+    return "␣" if piece == " " else html.escape(piece, quote=False)
+
+
+def token_labels(pieces: list[str]) -> list[str]:
+    """Axis labels "03 e": position, then the piece, so repeated tokens stay distinct. Specials arrive
+    HTML-escaped ("00 &lt;s&gt;") and read "00 <s>" on the chart; `html.unescape` gives the plain text."""
+    width = max(2, len(str(len(pieces) - 1)))
+    return [f"{i:0{width}d} {display_piece(p)}" for i, p in enumerate(pieces)]
+
+
+def attention_title(kind: str, layer: int | None = None, head: int | None = None, step: int | None = None,
+                    extra: str = "") -> str:
+    """"Cross-attention · layer 1 · head 3 · step 5" from 0-based indices (shown 1-based)."""
+    parts = [KIND_TITLES.get(kind, kind)]
+    parts += [f"{name} {value + 1}" for name, value in (("layer", layer), ("head", head), ("step", step))
+              if value is not None]
+    return " · ".join(parts + ([extra] if extra else []))
+
+
+def as_array(values, ndim: int, name: str) -> np.ndarray:
+    """float32 numpy copy of `values` (numpy, lists or CPU tensors), checked to have `ndim` dimensions."""
+    array = np.asarray(values, dtype=np.float32)
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {array.shape}")
+    return array
+
+
+def check_labels(labels: list[str], size: int, name: str) -> list[str]:
+    if len(labels) != size:
+        raise ValueError(f"{len(labels)} {name} for {size} rows/columns")
+    return list(labels)
+
+
+def finish(fig: go.Figure, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
+           **layout) -> go.Figure:
+    """Title pinned to the top edge, fonts, white background and margins shared by every chart."""
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
+                   pad=dict(t=14), font=dict(size=17)),
+        font=FONT, height=int(height), width=int(width) if width else None,
+        plot_bgcolor="white", paper_bgcolor="white",
+        margin=dict(l=left, r=10, t=top, b=12), hoverlabel=dict(font_size=14), **layout,
+    )
+    return fig
+
+
+def cell_size(rows: int, cols: int, target: int = 520, lo: int = 14, hi: int = 44) -> int:
+    """Pixels per heatmap cell so that the larger side is about `target` pixels."""
+    return int(np.clip(target / max(rows, cols, 1), lo, hi))
+
+
+def _text_px(labels: list[str], size: int = 13) -> int:
+    """Rough rendered width of the longest label."""
+    return int(0.62 * size * max((len(html.unescape(label)) for label in labels), default=1)) + 8
+
+
+def matrix_layout(fig: go.Figure, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
+                  row_px: int | None = None, colorbar: bool = True) -> go.Figure:
+    """Keys along the top (flat when they fit a cell, else vertical), queries down the side in token order
+    (reversed y range: row 0 on top), every cell fully in view, and a size that fits the labels."""
+    rows, cols, row_px = len(y_labels), len(x_labels), row_px or col_px
+    flat = _text_px(x_labels) <= col_px
+    top = 56 + (24 if flat else _text_px(x_labels))
+    left = _text_px(y_labels) + 12
+    fig.update_xaxes(side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5], showgrid=False,
+                     zeroline=False, tickfont_size=13)
+    fig.update_yaxes(range=[rows - 0.5, -0.5], showgrid=False, zeroline=False, tickfont_size=13)
+    return finish(fig, title, height=rows * row_px + top + 16, width=cols * col_px + left + (120 if colorbar else 24),
+                  top=top, left=left)
+
+
+def masked_overlay(blocked: np.ndarray, x: list[str], y: list[str], label: str = "masked (-inf)") -> go.Heatmap:
+    """A grey layer with an "×" in each blocked cell, drawn over a heatmap whose blocked cells are NaN,
+    so a masked position never reads as a small number. Hover names it `label`."""
+    z = np.where(blocked, 1.0, np.nan).astype(np.float32)
+    return go.Heatmap(
+        z=z, x=x, y=y, name="masked", colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]], showscale=False,
+        zmin=0, zmax=1, text=np.where(blocked, "×", ""), texttemplate="%{text}",
+        textfont=dict(color="white", size=13), hoverongaps=False,
+        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{label}<extra></extra>", xgap=1, ygap=1,
+    )

@@ -1,0 +1,88 @@
+"""Positional-encoding charts: the matrix, the classic sine curves, similarity between positions, and
+how token embedding and position add up for one input."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import DIVERGING_SCALE, as_array, check_labels, finish
+
+SIMILARITY_SCALE = "Cividis"  # sequential: sinusoidal dot products are mostly positive
+LINE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
+
+
+def _bound(*arrays: np.ndarray) -> float:
+    """Symmetric colour range covering every value (at least a tiny one, so all-zero tables still draw)."""
+    return max(max(float(np.abs(a).max()) for a in arrays), 1e-6)
+
+
+def _signed_heatmap(z: np.ndarray, hover: str, bound: float, **kwargs) -> go.Heatmap:
+    return go.Heatmap(z=z, colorscale=DIVERGING_SCALE, zmin=-bound, zmax=bound, zmid=0,
+                      hovertemplate=hover + "<extra></extra>", **kwargs)
+
+
+def positional_matrix(table, title: str = "Positional encoding · position × dimension") -> go.Figure:
+    """The (length, d_model) table: positions down, dimensions across, on a diverging scale around 0."""
+    t = as_array(table, 2, "table")
+    fig = go.Figure(_signed_heatmap(
+        t, "position %{y}<br>dimension %{x}<br>value %{z:.3f}", _bound(t), colorbar=dict(title=dict(text="value")),
+    ))
+    fig.update_xaxes(title_text="dimension", side="top", showgrid=False)
+    fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False)
+    return finish(fig, title, height=min(700, max(360, 8 * t.shape[0] + 180)), top=110, left=60)
+
+
+def positional_curves(table, dims: list[int], title: str = "Positional encoding · chosen dimensions over position"
+                      ) -> go.Figure:
+    """The classic figure: one curve per chosen dimension, value against position."""
+    t = as_array(table, 2, "table")
+    if not dims or any(not 0 <= d < t.shape[1] for d in dims):
+        raise ValueError(f"choose dimensions in 0..{t.shape[1] - 1}")
+    fig = go.Figure()
+    for i, d in enumerate(dims):
+        fig.add_trace(go.Scatter(
+            x=np.arange(t.shape[0]), y=t[:, d], name=f"dimension {d}", mode="lines",
+            line=dict(color=LINE_COLORS[i % len(LINE_COLORS)], width=2.5),
+            hovertemplate=f"dimension {d}<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>",
+        ))
+    fig.update_xaxes(title_text="position", gridcolor="#eee", zeroline=False)
+    fig.update_yaxes(title_text="value", gridcolor="#eee", zerolinecolor="#bbb")
+    return finish(fig, title, height=420, legend=dict(orientation="h", y=-0.18, x=0))
+
+
+def position_similarity(table, title: str = "Dot product between positions") -> go.Figure:
+    """PE(i) · PE(j) for every pair of positions: nearby positions look alike, far ones less so."""
+    t = as_array(table, 2, "table")
+    dots = (t @ t.T).astype(np.float32)
+    fig = go.Figure(go.Heatmap(
+        z=dots, colorscale=SIMILARITY_SCALE, colorbar=dict(title=dict(text="dot")),
+        hovertemplate="position %{y} · position %{x}<br>dot product %{z:.2f}<extra></extra>",
+    ))
+    fig.update_xaxes(title_text="position", side="top", showgrid=False)
+    fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False, scaleanchor="x")
+    return finish(fig, title, height=600, width=640, top=110, left=60)
+
+
+def embedding_sum(token_embeddings, positional, labels: list[str],
+                  title: str = "Token embedding + positional encoding = input to the first layer") -> go.Figure:
+    """Three aligned panels for one input, (tokens, d_model) each, on one shared colour scale: the scaled
+    token embedding, the positional term, and their sum (what the first layer receives)."""
+    emb = as_array(token_embeddings, 2, "token embeddings")
+    pos = as_array(np.reshape(positional, emb.shape), 2, "positional term")
+    total = emb + pos
+    y = check_labels(labels, emb.shape[0], "token labels")
+    bound = _bound(emb, pos, total)
+    panels = (("token embedding × √d", emb), ("+ positional encoding", pos), ("= sum", total))
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
+                        subplot_titles=[name for name, _ in panels])
+    for col, (name, z) in enumerate(panels, start=1):
+        fig.add_trace(_signed_heatmap(
+            z, f"{name}<br>token %{{y}}<br>dimension %{{x}}<br>value %{{z:.3f}}", bound, y=y,
+            showscale=col == 3, colorbar=dict(title=dict(text="value")),
+        ), row=1, col=col)
+    fig.update_xaxes(title_text="dimension", showgrid=False)
+    fig.update_yaxes(autorange="reversed", showgrid=False, tickfont_size=13)
+    fig.update_annotations(font_size=15)
+    return finish(fig, title, height=max(300, 26 * len(y) + 170), top=90)
