@@ -1,0 +1,85 @@
+"""Export helpers: file names, toolbar config, CSV, standalone HTML and server-side images."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from transformer import export
+from transformer.charts import attention_heatmap, token_labels
+
+
+def small_figure() -> go.Figure:
+    w = np.array([[0.9, 0.1], [0.2, 0.8]], dtype=np.float32)
+    return attention_heatmap(w, token_labels(["<s>", "a"]), token_labels(["a", "</s>"]), "Cross-attention · L1 H1")
+
+
+def test_chart_filename_names_task_kind_layer_head_and_step():
+    assert export.chart_filename("reverse", "cross", 0, 2, 4, "svg") == "reverse_cross_L1H3_step05.svg"
+    assert export.chart_filename("reverse", "cross", 0, 2, 4, ".png") == "reverse_cross_L1H3_step05.png"
+    assert export.chart_filename("sort", "encoder_self", layer=1) == "sort_encoder_self_L2"
+    assert export.chart_filename("my task!", "heads grid", ext="png") == "my-task_heads-grid.png"
+    assert export.chart_filename("copy", "masks", step=11) == "copy_masks_step12"
+
+
+def test_chart_config_sets_the_toolbar_download():
+    config = export.chart_config("reverse_cross_L1H3", "svg", scale=3)
+    assert config["toImageButtonOptions"] == {"format": "svg", "filename": "reverse_cross_L1H3", "scale": 3}
+    assert config["displaylogo"] is False
+    with pytest.raises(ValueError):
+        export.chart_config("x", "gif")
+
+
+def test_matrix_csv_round_trips_with_plain_labels():
+    matrix = np.random.default_rng(1).random((3, 2)).astype(np.float32)
+    rows, cols = token_labels(["<s>", "a", "a"]), token_labels(["b", "</s>"])
+    text = export.matrix_to_csv(matrix, rows, cols)
+    back = pd.read_csv(io.StringIO(text), index_col=0)
+    assert list(back.index) == ["00 <s>", "01 a", "02 a"] and list(back.columns) == ["00 b", "01 </s>"]
+    np.testing.assert_allclose(back.to_numpy(), matrix, rtol=1e-6)
+    with pytest.raises(ValueError):
+        export.matrix_to_csv(matrix, rows[:2], cols)
+
+
+def test_html_fallback_is_standalone_and_holds_the_plot():
+    page = export.figure_to_html(small_figure(), config=export.chart_config("x")).decode()
+    assert page.lstrip().lower().startswith("<!doctype html>")
+    assert "Cross-attention · L1 H1" in page and "Plotly.newPlot" in page
+    assert re.findall(r"<script[^>]*>", page) == ["<script>"] * page.count("<script")  # nothing fetched
+    assert len(page) > 1_000_000  # plotly.js is inlined: opens offline
+
+
+def test_unavailable_browser_is_reported_not_hung(monkeypatch):
+    export.shutdown()
+    monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
+    ok, reason = export.image_export_available()
+    assert not ok and "BROWSER_PATH" in reason
+    with pytest.raises(export.ExportError, match="BROWSER_PATH"):
+        export.figure_to_image(small_figure(), "png")
+
+
+def _require_image_export():
+    ok, reason = export.image_export_available()
+    if not ok:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but server-side export is unavailable: {reason}")
+        pytest.skip(reason)
+
+
+def test_figure_to_image_renders_png_and_svg():
+    _require_image_export()
+    fig = small_figure()
+    png = export.figure_to_image(fig, "png", scale=1)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    width = int.from_bytes(png[16:20], "big")
+    assert width == fig.layout.width
+    svg = export.figure_to_image(fig, "svg")
+    assert svg.lstrip().startswith(b"<svg") and b"Cross-attention" in svg
+    with pytest.raises(ValueError):
+        export.figure_to_image(fig, "gif")

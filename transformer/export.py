@@ -1,0 +1,179 @@
+"""Chart export: toolbar download settings with meaningful file names, server-side PNG/SVG through kaleido
+(which drives a Chromium), a standalone offline HTML fallback, and the numbers behind a heatmap as CSV.
+
+One kaleido browser is started lazily (~2-3 s) and kept for the process (~0.15-0.3 s per image after),
+in its own event-loop thread, so Streamlit sessions share it and never run asyncio themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import html
+import os
+import re
+import shutil
+import threading
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+FORMATS = ("png", "svg")
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+START_TIMEOUT_S, RENDER_TIMEOUT_S = 60.0, 30.0
+DEFAULT_SIZE = (1000, 700)
+
+
+class ExportError(RuntimeError):
+    """A server-side image could not be made; the message says why in plain words."""
+
+
+def chart_filename(task: str, kind: str, layer: int | None = None, head: int | None = None,
+                   step: int | None = None, ext: str | None = None) -> str:
+    """"reverse_cross_L1H3_step05.svg" from 0-based layer/head/step indices (named 1-based, as charts
+    show them); without `ext`, the bare stem that toolbar downloads want."""
+    parts = [re.sub(r"[^A-Za-z0-9_-]+", "-", str(p)).strip("-") or "chart" for p in (task, kind)]
+    unit = "".join(f"{letter}{value + 1}" for letter, value in (("L", layer), ("H", head)) if value is not None)
+    parts += [unit] if unit else []
+    parts += [f"step{step + 1:02d}"] if step is not None else []
+    stem = "_".join(parts)
+    return f"{stem}.{ext.lstrip('.')}" if ext else stem
+
+
+def chart_config(filename_stem: str, fmt: str = "png", scale: float = 2) -> dict:
+    """`st.plotly_chart(config=...)`: the toolbar's camera button downloads `filename_stem.fmt`."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    if not 0.5 <= scale <= 5:
+        raise ValueError(f"scale must lie in 0.5..5, got {scale}")
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": fmt, "filename": filename_stem, "scale": scale}}
+
+
+def browser_path() -> str | None:
+    """The Chromium kaleido should drive: $BROWSER_PATH if set, else the first browser found on PATH."""
+    if os.environ.get("BROWSER_PATH"):
+        path = os.environ["BROWSER_PATH"]
+        return path if os.access(path, os.X_OK) else None
+    return next((found for name in BROWSER_NAMES if (found := shutil.which(name))), None)
+
+
+class _Renderer:
+    """A kaleido browser living in its own event-loop thread; render() is safe from any thread."""
+
+    def __init__(self, path: str):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="kaleido-loop", daemon=True)
+        self._thread.start()
+        self._kaleido = None
+        try:
+            self._kaleido = self._run(self._open(path), START_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    async def _open(path: str):
+        import kaleido
+
+        browser = kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False, path=path)
+        await browser.open()
+        return browser
+
+    def _run(self, coroutine, timeout: float):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def render(self, fig: go.Figure, opts: dict) -> bytes:
+        return self._run(self._kaleido.calc_fig(fig, opts=opts), RENDER_TIMEOUT_S + 5)
+
+    def close(self) -> None:
+        if self._kaleido is not None:
+            try:
+                self._run(self._kaleido.close(), 10)
+            except Exception:  # noqa: BLE001 - closing a broken browser is best effort
+                pass
+            self._kaleido = None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+_lock = threading.Lock()
+_state: dict = {"renderer": None, "failure": None}
+
+
+def image_export_available() -> tuple[bool, str]:
+    """(True, where the browser is) when server-side PNG/SVG export can work here, else (False, why)."""
+    if _state["failure"]:
+        return False, _state["failure"]
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return False, "the kaleido package is not installed"
+    path = browser_path()
+    if path is None:
+        where = f"BROWSER_PATH={os.environ['BROWSER_PATH']!r} is not executable" if os.environ.get(
+            "BROWSER_PATH") else "no Chromium was found on this server"
+        return False, f"{where}; install Debian's chromium package or set BROWSER_PATH"
+    return True, f"Chromium at {path}"
+
+
+def _renderer() -> _Renderer:
+    with _lock:
+        if _state["renderer"] is None:
+            ok, reason = image_export_available()
+            if not ok:
+                raise ExportError(reason)
+            try:
+                _state["renderer"] = _Renderer(browser_path())
+            except Exception as exc:  # a browser that cannot start will not start on the next rerun either
+                _state["failure"] = f"the Chromium at {browser_path()} did not start for kaleido ({exc!r})"
+                raise ExportError(_state["failure"]) from exc
+        return _state["renderer"]
+
+
+def shutdown() -> None:
+    """Close the shared browser (it restarts on the next export). Called at interpreter exit."""
+    with _lock:
+        renderer, _state["renderer"] = _state["renderer"], None
+    if renderer is not None:
+        renderer.close()
+
+
+atexit.register(shutdown)
+
+
+def figure_to_image(fig: go.Figure, fmt: str = "png", scale: float = 2, width: int | None = None,
+                    height: int | None = None) -> bytes:
+    """PNG or SVG bytes of `fig`, rendered on the server by kaleido; ExportError says why when it cannot.
+    The size defaults to the figure's own layout size."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    opts = {"format": fmt, "scale": scale, "width": width or fig.layout.width or DEFAULT_SIZE[0],
+            "height": height or fig.layout.height or DEFAULT_SIZE[1]}
+    renderer = _renderer()
+    try:
+        return renderer.render(fig, opts)
+    except Exception as exc:  # a crashed or stuck browser: drop it so the next export starts a fresh one
+        with _lock:
+            if _state["renderer"] is renderer:
+                _state["renderer"] = None
+        renderer.close()
+        raise ExportError(f"image export failed: {exc!r}") from exc
+
+
+def figure_to_html(fig: go.Figure, config: dict | None = None) -> bytes:
+    """A standalone HTML file with plotly.js inlined: works offline, needs no server-side browser."""
+    return pio.to_html(fig, include_plotlyjs=True, full_html=True, config=config).encode("utf-8")
+
+
+def matrix_to_csv(matrix, row_labels: list[str], col_labels: list[str], corner: str = "query \\ key") -> str:
+    """The numbers behind a heatmap: one header row of column labels, one labelled row per matrix row.
+    Chart labels are HTML-escaped for plotly ("00 &lt;s&gt;"); the CSV holds them as plain text ("00 <s>")."""
+    values = np.asarray(matrix)
+    if values.ndim != 2 or values.shape != (len(row_labels), len(col_labels)):
+        raise ValueError(f"matrix of shape {values.shape} for {len(row_labels)} x {len(col_labels)} labels")
+    rows, cols = ([html.unescape(str(label)) for label in labels] for labels in (row_labels, col_labels))
+    frame = pd.DataFrame(values, index=pd.Index(rows, name=corner), columns=cols)
+    return frame.to_csv()
