@@ -1,0 +1,144 @@
+"""How fast is the all-heads grid? Prints JSON.
+
+Builds a 3-layer x 8-head grid of 17x17 attention matrices two ways, in the same run:
+  tiled        transformer.charts.head_grid: one heatmap trace, NaN gutters between tiles
+  subplots     the peer: plotly make_subplots, one heatmap per head (what DESIGN.md measured at 70-230 ms)
+and reports build time (median ms), JSON size, and, when Chromium and Playwright are here, the time
+Plotly.newPlot takes to paint each in a real headless browser. Then the cost of server-side export through
+kaleido: its first call (browser start included) and each image after.
+
+    python benchmarks/chart_speed.py [--repeats 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from transformer.charts import head_grid, token_labels  # noqa: E402
+from transformer.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
+
+LAYERS, HEADS, SIZE = 3, 8, 17
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"]
+
+
+def sample_weights(seed: int = 0) -> np.ndarray:
+    logits = np.random.default_rng(seed).normal(size=(LAYERS, HEADS, SIZE, SIZE)) * 2
+    weights = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    return weights.astype(np.float32)
+
+
+def subplots_grid(weights: np.ndarray, labels: list[str]) -> go.Figure:
+    """The peer: one heatmap per head in a make_subplots grid sharing one colour axis."""
+    layers, heads = weights.shape[:2]
+    fig = make_subplots(rows=layers, cols=heads, shared_xaxes=True, shared_yaxes=True,
+                        horizontal_spacing=0.01, vertical_spacing=0.02,
+                        subplot_titles=[f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)])
+    for i in range(layers):
+        for h in range(heads):
+            fig.add_trace(go.Heatmap(z=weights[i, h], x=labels, y=labels, coloraxis="coloraxis",
+                                     hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"),
+                          row=i + 1, col=h + 1)
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1), height=520, width=1100,
+                      title="Cross-attention · all heads (make_subplots)")
+    return fig
+
+
+def median_ms(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 2)
+
+
+def browser_paint_ms(figures: dict[str, go.Figure], repeats: int) -> dict | str:
+    """Median ms for Plotly.newPlot to resolve (drawn) per figure, in headless Chromium via Playwright."""
+    path = browser_path()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return "skipped: playwright is not installed"
+    if path is None:
+        return "skipped: no Chromium"
+    page_html = f"<html><body><div id='plot'></div><script>{get_plotlyjs()}</script></body></html>"
+    results = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=path, headless=True, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_content(page_html)
+        for name, fig in figures.items():
+            spec = fig.to_json()
+            times = page.evaluate(
+                """async ([spec, repeats]) => {
+                    const fig = JSON.parse(spec); const out = [];
+                    for (let i = 0; i < repeats; i++) {
+                        Plotly.purge('plot');
+                        const t0 = performance.now();
+                        await Plotly.newPlot('plot', fig.data, fig.layout);
+                        await new Promise(r => requestAnimationFrame(() => r()));
+                        out.push(performance.now() - t0);
+                    }
+                    return out;
+                }""", [spec, repeats])
+            results[name] = round(statistics.median(times), 1)
+        browser.close()
+    return results
+
+
+def kaleido_cost(fig: go.Figure, repeats: int) -> dict | str:
+    ok, reason = image_export_available()
+    if not ok:
+        return f"skipped: {reason}"
+    start = time.perf_counter()
+    figure_to_image(fig, "png")
+    first = (time.perf_counter() - start) * 1000
+    result = {"first_call_ms": round(first, 1)}
+    for fmt in ("png", "svg"):
+        result[f"{fmt}_per_image_ms"] = median_ms(lambda fmt=fmt: figure_to_image(fig, fmt), repeats)
+    result["png_bytes"] = len(figure_to_image(fig, "png"))
+    shutdown()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    weights = sample_weights()
+    labels = token_labels(list("abcdefghijklmnop") + ["</s>"])
+    builders = {
+        "tiled": lambda: head_grid(weights, labels, labels, "cross"),
+        "subplots": lambda: subplots_grid(weights, labels),
+    }
+    for build in builders.values():  # warm imports and plotly's validators
+        build()
+    figures = {name: build() for name, build in builders.items()}
+    report = {
+        "grid": f"{LAYERS} layers x {HEADS} heads, {SIZE}x{SIZE} each",
+        "build_ms": {name: median_ms(build, args.repeats) for name, build in builders.items()},
+        "json_bytes": {name: len(fig.to_json()) for name, fig in figures.items()},
+        "browser_paint_ms": browser_paint_ms(figures, max(3, args.repeats // 3)),
+        "kaleido": kaleido_cost(figures["tiled"], max(3, args.repeats // 3)),
+        "note": "2-core machine shared with other work; medians",
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
