@@ -94,6 +94,16 @@ def test_bytes_and_file_are_the_same_checkpoint(bundle, good_bytes, tmp_path):
     assert file_digest(path) == hashlib.sha256(saved).hexdigest()
 
 
+def test_sentencepiece_tokenizer_travels_inside_the_file():
+    task = make_task("numbers")
+    tokenizer = task.make_tokenizer(0)
+    config = ModelConfig(tokenizer.vocab_size, tokenizer.vocab_size, 1, 1, d_model=16, n_heads=2, d_ff=32)
+    loaded = load_bundle(bundle_to_bytes(ModelBundle(EncoderDecoder(config), tokenizer, task, {})))
+    assert loaded.tokenizer.kind == "sentencepiece" and loaded.tokenizer.to_dict() == tokenizer.to_dict()
+    source, target = task.pairs(1, seed=0, split="heldout")[0]
+    assert loaded.tokenizer.encode(target) == tokenizer.encode(target)
+
+
 def test_card_gets_name_and_creation_time_when_missing(bundle):
     plain = ModelBundle(bundle.model, bundle.tokenizer, bundle.task, {})
     card = load_bundle(bundle_to_bytes(plain)).card
@@ -201,7 +211,7 @@ def hostile_files(bundle, good_bytes, marker_dir) -> dict[str, tuple[bytes, str]
         "task not an object": (craft(state, meta | {"task": "reverse"}), "task"),
         "card not an object": (craft(state, meta | {"card": 3}), "card"),
         "unknown metadata key": (craft(state, meta | {"code": "print(1)"}), "unknown code"),
-        "missing metadata key": (craft(state, {k: v for k, v in meta.items() if k != "tokenizer"}), "missing tokenizer"),
+        "missing metadata key": (craft(state, {k: meta[k] for k in meta if k != "tokenizer"}), "missing tokenizer"),
         "unsupported version": (craft(state, meta | {"format_version": 2}), "version"),
         "version as text": (craft(state, meta | {"format_version": "1"}), "version"),
         "absurd config": (craft(state, meta | {"config": dict(meta["config"], d_model=10**6)}), "d_model"),
@@ -215,7 +225,8 @@ def hostile_files(bundle, good_bytes, marker_dir) -> dict[str, tuple[bytes, str]
         "NaN weights": (craft(nan, meta), "NaN"),
         "infinite weights": (craft(inf, meta), "infinite"),
         "unknown task": (craft(state, meta | {"task": {"name": "rm -rf", "params": {}}}), "unknown task"),
-        "bad task params": (craft(state, meta | {"task": {"name": "reverse", "params": {"max_len": 10**9}}}), "max_len"),
+        "bad task params": (craft(state, meta | {"task": {"name": "reverse", "params": {"max_len": 10**9}}}),
+                            "max_len"),
         "bad tokenizer": (craft(state, meta | {"tokenizer": {"kind": "pickle"}}), "tokenizer"),
         "tokenizer does not fit": (craft(state, meta | {"tokenizer": {"kind": "char", "alphabet": "ab"}}), "tokens"),
     }
@@ -289,7 +300,8 @@ def test_pt_with_embedded_metadata_round_trips(bundle, tmp_path):
 def test_bare_pt_state_dict_with_separate_config(bundle, tmp_path):
     path = tmp_path / "weights.pt"
     torch.save(bundle.model.state_dict(), path)
-    sidecar = json.loads(json.dumps({k: v for k, v in bundle_metadata(bundle).items() if k in ("config", "tokenizer", "task")}))
+    meta = json.loads(json.dumps(bundle_metadata(bundle)))  # as read from a JSON file next to the weights
+    sidecar = {key: meta[key] for key in ("config", "tokenizer", "task")}
     loaded = load_state_dict_file(path, sidecar)
     assert torch.equal(outputs(bundle)[0], outputs(loaded)[0])
     with pytest.raises(CheckpointError, match="bare state dict"):

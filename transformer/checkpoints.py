@@ -133,7 +133,9 @@ def load_bundle(source: Source, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ModelB
         return _assemble(model, meta)
 
 
-def load_state_dict_file(source: Source, metadata: dict | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ModelBundle:
+def load_state_dict_file(
+    source: Source, metadata: dict | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> ModelBundle:
     """Load an untrusted PyTorch `.pt` file through `torch.load(weights_only=True)` only.
 
     Either the file is a dict holding "state_dict" and the metadata keys, or it is a bare state dict and
@@ -158,7 +160,7 @@ def load_state_dict_file(source: Source, metadata: dict | None = None, *, max_by
         meta = _check_metadata({"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))
         if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
             raise CheckpointError("the state dict must map parameter names to tensors")
-        model = _build_model(meta, {name: (list(t.shape), _dtype_name(t.dtype)) for name, t in state.items()})
+        model = _build_model(meta, _signature(state))
         _load_weights(model, state)
         return _assemble(model, meta)
 
@@ -253,7 +255,9 @@ def _parse_header(stream: BinaryIO, file_size: int) -> tuple[dict, dict]:
         raise CheckpointError("the file is too short to be a .safetensors checkpoint")
     (length,) = struct.unpack("<Q", prefix)
     if length > min(MAX_HEADER_BYTES, file_size - 8):
-        raise CheckpointError(f"the header claims {length} bytes: more than the file holds or the {MAX_HEADER_BYTES} limit")
+        raise CheckpointError(
+            f"the header claims {length} bytes: more than the file holds or the {MAX_HEADER_BYTES} limit"
+        )
     try:
         header = json.loads(stream.read(length))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -301,9 +305,12 @@ def _check_metadata(meta: dict) -> dict:
     unknown = sorted(k for k in meta if k not in METADATA_KEYS)
     if missing or unknown:
         parts = [f"missing {', '.join(missing)}" if missing else "", f"unknown {', '.join(unknown)}" if unknown else ""]
-        raise CheckpointError(f"not an Attention Playground checkpoint: metadata keys {'; '.join(p for p in parts if p)}")
+        detail = "; ".join(p for p in parts if p)
+        raise CheckpointError(f"not an Attention Playground checkpoint: metadata keys {detail}")
     if type(meta["format_version"]) is not int or meta["format_version"] != FORMAT_VERSION:
-        raise CheckpointError(f"unsupported checkpoint format version {meta['format_version']!r} (this app reads {FORMAT_VERSION})")
+        raise CheckpointError(
+            f"unsupported checkpoint format version {meta['format_version']!r} (this app reads {FORMAT_VERSION})"
+        )
     task = meta["task"]
     if not (isinstance(task, dict) and set(task) == {"name", "params"} and isinstance(task["name"], str)
             and isinstance(task["params"], dict)):
@@ -313,8 +320,9 @@ def _check_metadata(meta: dict) -> dict:
     return meta
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return SAFETENSORS_DTYPES.get(dtype, str(dtype))
+def _signature(state: dict[str, torch.Tensor]) -> dict[str, tuple[list[int], str]]:
+    """{name: (shape, safetensors dtype name)}, comparable with what a file's header declares."""
+    return {name: (list(t.shape), SAFETENSORS_DTYPES.get(t.dtype, str(t.dtype))) for name, t in state.items()}
 
 
 def _build_model(meta: dict, found: dict[str, tuple[list[int], str]]) -> EncoderDecoder:
@@ -322,15 +330,17 @@ def _build_model(meta: dict, found: dict[str, tuple[list[int], str]]) -> Encoder
     (checked on the meta device, so an absurd config with a small file allocates nothing)."""
     config = ModelConfig.from_dict(meta["config"])
     with torch.device("meta"):
-        expected = {name: (list(t.shape), _dtype_name(t.dtype)) for name, t in EncoderDecoder(config).state_dict().items()}
+        expected = _signature(EncoderDecoder(config).state_dict())
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
     if missing or extra:
         detail = f"missing {missing[:3]}" if missing else f"unexpected {extra[:3]}"
-        raise CheckpointError(f"the tensors do not fit the model config: {detail} ({len(missing)} missing, {len(extra)} unexpected)")
+        counts = f"{len(missing)} missing, {len(extra)} unexpected"
+        raise CheckpointError(f"the tensors do not fit the model config: {detail} ({counts})")
     for name, (shape, dtype) in expected.items():
         if found[name] != (shape, dtype):
-            raise CheckpointError(f"tensor {name!r} is {found[name][1]} {found[name][0]}; the config needs {dtype} {shape}")
+            got_shape, got_dtype = found[name]
+            raise CheckpointError(f"tensor {name!r} is {got_dtype} {got_shape}; the config needs {dtype} {shape}")
     return EncoderDecoder(config)
 
 

@@ -1,0 +1,5 @@
+"""`python -m transformer ...`: see transformer/cli.py."""
+
+from .cli import main
+
+raise SystemExit(main())
