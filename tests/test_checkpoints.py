@@ -274,7 +274,7 @@ def test_header_corruption_never_escapes_as_another_error(good_bytes):
 
 
 def test_missing_file_and_size_cap(good_bytes, tmp_path, monkeypatch):
-    with pytest.raises(CheckpointError, match="No such file"):
+    with pytest.raises(CheckpointError, match="no such file"):
         load_bundle(tmp_path / "nope.safetensors")
     path = tmp_path / "big.safetensors"
     path.write_bytes(good_bytes)

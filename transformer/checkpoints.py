@@ -235,6 +235,8 @@ def _read_capped(source: Source, max_bytes: int) -> bytes:
         data = bytes(source)
     elif hasattr(source, "read"):
         data = source.read(max_bytes + 1)
+    elif not os.path.isfile(source):
+        raise CheckpointError(f"no such file: {os.fspath(source)}")
     else:
         size = os.path.getsize(source)
         if size > max_bytes:

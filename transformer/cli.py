@@ -16,15 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 from .bundle import ModelBundle
 from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
-from .config import NORMS, POSITIONALS
+from .config import NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, greedy_decode
 from .evaluation import evaluate_bundle
 from .tasks import TASKS
-from .training import OPTIMIZERS, TrainConfig, Trainer, TrainingJob
+from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer, TrainingJob
 
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 BAR_WIDTH = 20
@@ -69,17 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}")
     train.add_argument("--task-param", action="append", default=[], metavar="KEY=VALUE",
                        help="a task parameter (value read as JSON when it parses, e.g. min_len=10)")
-    train.add_argument("--steps", type=int, help="stop after this many steps")
-    train.add_argument("--max-seconds", type=float, help="stop after this much training time")
+    train.add_argument("--steps", type=int, metavar="N", help=f"stop after N steps (default {TrainConfig().steps})")
+    train.add_argument("--max-seconds", type=float, metavar="S", help="stop after S seconds of training")
     train.add_argument("--target-accuracy", type=float, metavar="A",
                        help="stop once held-out greedy exact match reaches A (0..1)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--out", required=True, type=Path, help="checkpoint path (.safetensors)")
     train.add_argument("--name", help="model name shown in the app (default: task-steps)")
-    for title, options, prefix in (("model", MODEL_OPTIONS, "model_"), ("training", TRAIN_OPTIONS, "train_")):
+    model_defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING} | MODEL_DEFAULTS
+    for title, options, prefix, defaults in (
+        ("model", MODEL_OPTIONS, "model_", model_defaults),
+        ("training", TRAIN_OPTIONS, "train_", TrainConfig().to_dict()),
+    ):
         group = train.add_argument_group(f"{title} options")
         for flag, (field, kind, help_text) in options.items():
-            group.add_argument(flag, dest=prefix + field, type=kind, help=help_text)
+            group.add_argument(flag, dest=prefix + field, type=kind, metavar=field.upper(),
+                               help=f"{help_text} (default {defaults[field]})")
     train.set_defaults(run=run_train)
 
     evaluate = commands.add_parser("eval", help="held-out metrics of a checkpoint on fresh inputs")
