@@ -11,7 +11,8 @@ import torch
 
 from transformer.masks import BOS, EOS, PAD
 from transformer.tasks import (
-    DATE_FORMATS, TASKS, LetterTask, TaskError, english_number, german_number, is_heldout, make_task, stable_hash,
+    DATE_FORMATS, TASKS, LetterTask, TaskError, english_number, german_morphemes, german_number, is_heldout, make_task,
+    stable_hash,
 )
 from transformer.tokenizers import CharTokenizer, SentencePieceTokenizer, TokenizerError
 
@@ -263,11 +264,20 @@ def test_numbers_tokenizer_is_seeded_and_splits_german_units_before_tens(tasks):
     numbers, tokenizer = tasks["numbers"]
     assert numbers.make_tokenizer(0).model == tokenizer.model
     assert numbers.make_tokenizer(1).model != tokenizer.model
-    assert tokenizer.pieces(tokenizer.encode("zweiundvierzig")) == ["\u2581zwei", "und", "vierzig"]
-    assert tokenizer.pieces(tokenizer.encode("forty-two")) == ["\u2581forty", "-", "two"]
+    for n in (42, 307, 999):  # each German morpheme is one piece, the same wherever it stands
+        assert tokenizer.pieces(tokenizer.encode(german_number(n))) == german_morphemes(n)
+    assert tokenizer.pieces(tokenizer.encode("zwanzig")) == tokenizer.pieces(tokenizer.encode("einundzwanzig"))[-1:]
+    assert tokenizer.pieces(tokenizer.encode("two hundred forty-two")) == ["two", "\u2581hundred", "\u2581forty", "-", "two"]
 
 
 def test_registry_names_and_letter_tasks():
     assert set(TASKS) == {"reverse", "copy", "sort", "addition", "dates", "numbers"}
     assert all(TASKS[name].name == name for name in TASKS)
     assert issubclass(TASKS["reverse"], LetterTask)
+
+
+@pytest.mark.parametrize("name", ["addition", "dates", "numbers"])
+def test_heldout_draws_are_varied(name):
+    """No handful of tiny inputs dominates evaluation: 1000 held-out draws hold many distinct sources."""
+    sources = [s for s, _ in make_task(name).pairs(1000, seed=0, split="heldout")]
+    assert len(set(sources)) > 60

@@ -518,7 +518,11 @@ class Numbers(Task):
         return self._max_chars[1]
 
     def random_source(self, rng: random.Random) -> str:
-        return english_number(_draw_up_to(rng, self.max_value))
+        """Half the numbers are below 1000 (when max_value allows more); each group of a thousand is uniform,
+        so no handful of tiny numbers dominates either split."""
+        top = self.max_value // 1000
+        thousands = rng.randint(1, top) if top and rng.random() < 0.5 else 0
+        return english_number(1000 * thousands + rng.randint(0, min(999, self.max_value - 1000 * thousands)))
 
     def number(self, source: str) -> int:
         """The value of `source`; TaskError unless it is written as `english_number` writes it, in range."""

@@ -102,7 +102,9 @@ class SentencePieceTokenizer(Tokenizer):
 
     `train` builds a BPE model in memory (no files) with our specials at ids 0-3 and identity
     normalization, so every character of the text is kept as typed. Pieces keep sentencepiece's
-    word-start marker "▁" (`WORD_START`) in `piece()`, so chart labels show where words begin.
+    word-start marker "▁" (`WORD_START`) in `piece()`, so chart labels show where words begin after a
+    space. No marker is added before the first word: a word's pieces are then the same at the start of
+    a text as inside it ("zwanzig" alone and in "einundzwanzig"), so what is learnt in one place carries over.
     `encode` accepts spaces (runs of them collapse to one, as sentencepiece normalises whitespace) and
     any character the model has as a piece of its own; it rejects everything else, "▁" included, by name.
     """
@@ -136,7 +138,7 @@ class SentencePieceTokenizer(Tokenizer):
         """
         options = dict(
             model_type="bpe", vocab_size=vocab_size, hard_vocab_limit=False, character_coverage=1.0,
-            normalization_rule_name="identity", pad_id=PAD, bos_id=BOS, eos_id=EOS, unk_id=UNK,
+            normalization_rule_name="identity", add_dummy_prefix=False, pad_id=PAD, bos_id=BOS, eos_id=EOS, unk_id=UNK,
             pad_piece=SPECIALS[PAD], bos_piece=SPECIALS[BOS], eos_piece=SPECIALS[EOS], unk_piece=SPECIALS[UNK],
             num_threads=1, minloglevel=2,
         )
