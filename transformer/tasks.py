@@ -544,7 +544,8 @@ class Numbers(Task):
         lexicon = [*EN_SMALL, *filter(None, EN_TENS), "hundred", "thousand", *DE_SMALL, *filter(None, DE_TENS),
                    "ein", "und", "hundert", "tausend"]
         numbers = [self.number(s) for s, _ in self.pairs(self.corpus_pairs, seed, "train")]
-        return lexicon + [line for n in numbers for line in (english_number(n), self.boundary.join(german_morphemes(n)))]
+        lines = ((english_number(n), self.boundary.join(german_morphemes(n))) for n in numbers)
+        return lexicon + [line for pair in lines for line in pair]
 
     def make_tokenizer(self, seed: int = 0) -> Tokenizer:
         return SentencePieceTokenizer.train(self.corpus(seed), self.vocab_size, boundary=self.boundary)
