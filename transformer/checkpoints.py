@@ -251,27 +251,32 @@ def _parse_header(stream: BinaryIO, file_size: int) -> tuple[dict, dict]:
     """Check the safetensors framing of a file of `file_size` bytes, reading only its header from
     `stream`. Returns ({tensor name: (shape, dtype)}, raw string metadata)."""
     prefix = stream.read(8)
-    if prefix[:4] == b"PK\x03\x04" or prefix[:1] == b"\x80":
-        raise CheckpointError("this is a PyTorch pickle/zip file, not a .safetensors checkpoint")
     if file_size < 8 or len(prefix) < 8:
         raise CheckpointError("the file is too short to be a .safetensors checkpoint")
     (length,) = struct.unpack("<Q", prefix)
     if length > min(MAX_HEADER_BYTES, file_size - 8):
-        raise CheckpointError(
-            f"the header claims {length} bytes: more than the file holds or the {MAX_HEADER_BYTES} limit"
-        )
+        raise _not_safetensors(prefix, f"the header claims {length} bytes: more than the file holds or the "
+                                       f"{MAX_HEADER_BYTES} limit")
+    text = stream.read(length)
     try:
-        header = json.loads(stream.read(length))
+        header = json.loads(text)
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise CheckpointError("the header is not valid JSON: not a .safetensors checkpoint") from None
+        raise _not_safetensors(prefix, "the header is not valid JSON: not a .safetensors checkpoint") from None
     if not isinstance(header, dict):
-        raise CheckpointError("the header is not a JSON object")
+        raise _not_safetensors(prefix, "the header is not a JSON object")
     metadata = header.pop("__metadata__", None)
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise CheckpointError("the file has no string metadata: not an Attention Playground checkpoint")
     data_size = file_size - 8 - length
     tensors = {name: _tensor_entry(name, entry, data_size) for name, entry in header.items()}
     return tensors, metadata
+
+
+def _not_safetensors(prefix: bytes, detail: str) -> CheckpointError:
+    """The error for a file whose framing is wrong, naming PyTorch's formats when it starts like one."""
+    if prefix.startswith((b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")):  # zip, pickle 2-5
+        return CheckpointError("this is a PyTorch pickle/zip file, not a .safetensors checkpoint")
+    return CheckpointError(detail)
 
 
 def _tensor_entry(name: str, entry, data_size: int) -> tuple[list[int], str]:
