@@ -1,0 +1,110 @@
+"""How fast is traced step-by-step decoding? Prints JSON.
+
+For two model shapes (3 layers x 8 heads, d_model 128; 2 layers x 4 heads, d_model 64), randomly
+initialised and seeded, with </s> suppressed so every run writes exactly `--tokens` tokens, in the same run:
+  traced_cached     greedy_decode: one step at a time, KV cache, every step's attention traced
+  traced_no_cache   greedy_decode(use_cache=False): the whole prefix recomputed (and traced) each step
+  untraced_batch    greedy_batch: KV cache, fused attention, no trace (what training's evaluation uses)
+as median milliseconds per generated token. Then, end to end on the 3x8 model, one greedy_decode and one
+beam_search (width 4) of a typical 16-letter reverse input, against the decode page's 100 ms budget for a
+step click (the page may have to decode again when the input or a forced token changes).
+
+    python benchmarks/decode_speed.py [--threads 1] [--repeats 7] [--tokens 17]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import string
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from transformer.config import ModelConfig  # noqa: E402
+from transformer.decoding import beam_search, greedy_batch, greedy_decode  # noqa: E402
+from transformer.masks import EOS  # noqa: E402
+from transformer.model import EncoderDecoder  # noqa: E402
+from transformer.tokenizers import CharTokenizer  # noqa: E402
+
+SHAPES = {"3x8_d128": dict(n_enc_layers=3, n_dec_layers=3, d_model=128, n_heads=8, d_ff=512),
+          "2x4_d64": dict(n_enc_layers=2, n_dec_layers=2, d_model=64, n_heads=4, d_ff=256)}
+INPUT = "thequickbrownfox"  # 16 letters, like the reverse task's longest default inputs
+STEP_BUDGET_MS = 100.0
+
+
+def build(shape: dict, vocab: int) -> EncoderDecoder:
+    """A seeded random model in eval mode that never emits </s> (so every decode has the same length)."""
+    torch.manual_seed(0)
+    model = EncoderDecoder(ModelConfig(src_vocab=vocab, tgt_vocab=vocab, max_len=64, **shape)).eval()
+    with torch.no_grad():
+        model.generator.proj.bias[EOS] = -1e4
+    return model
+
+
+def median_ms(fn, repeats: int) -> float:
+    """Median wall time of `fn()` in ms, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def per_token(model, tokenizer, tokens: int, repeats: int) -> dict:
+    src = torch.tensor([tokenizer.encode(INPUT) + [EOS]])
+    runs = {
+        "traced_cached": lambda: greedy_decode(model, tokenizer, INPUT, max_len=tokens),
+        "traced_no_cache": lambda: greedy_decode(model, tokenizer, INPUT, max_len=tokens, use_cache=False),
+        "untraced_batch": lambda: greedy_batch(model, src, tokens),
+    }
+    assert len(runs["traced_cached"]().steps) == tokens
+    total = {name: median_ms(fn, repeats) for name, fn in runs.items()}
+    out = {f"{name}_ms_per_token": round(ms / tokens, 3) for name, ms in total.items()}
+    out["greedy_decode_ms"] = round(total["traced_cached"], 1)  # end to end: validation, encoder, all steps
+    out["no_cache_over_cached"] = round(out["traced_no_cache_ms_per_token"] / out["traced_cached_ms_per_token"], 2)
+    out["parameters"] = model.num_parameters()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--tokens", type=int, default=len(INPUT) + 1, help="tokens generated per decode")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    tokenizer = CharTokenizer(string.ascii_lowercase)
+    models = {name: build(shape, tokenizer.vocab_size) for name, shape in SHAPES.items()}
+    per = {name: per_token(model, tokenizer, args.tokens, args.repeats) for name, model in models.items()}
+    greedy_ms = per["3x8_d128"]["greedy_decode_ms"]
+    beam_ms = median_ms(lambda: beam_search(models["3x8_d128"], tokenizer, INPUT, beam=4, max_len=args.tokens),
+                        args.repeats)
+    print(json.dumps({
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "cpus": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "input": INPUT,
+        "tokens_per_decode": args.tokens,
+        "per_token": per,
+        "end_to_end_3x8_d128": {
+            "greedy_decode_ms": greedy_ms,
+            "beam4_ms": round(beam_ms, 1),
+            "step_budget_ms": STEP_BUDGET_MS,
+            "greedy_within_budget": greedy_ms <= STEP_BUDGET_MS,
+        },
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
