@@ -161,6 +161,7 @@ BAD = {
     "unknown norm": ["train", "--task", "reverse", "--norm", "side", "--out", "{out}"],
     "accuracy above 1": ["train", "--task", "reverse", "--target-accuracy", "99", "--out", "{out}"],
     "negative seconds": ["train", "--task", "reverse", "--max-seconds", "-1", "--out", "{out}"],
+    "out is not .safetensors": ["train", "--task", "reverse", "--out", "{out}.pt"],
 }
 
 

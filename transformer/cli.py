@@ -140,6 +140,9 @@ def _options(args: argparse.Namespace, prefix: str) -> dict:
 
 
 def _check_limits(args: argparse.Namespace) -> None:
+    """Refuse, before any training, what would only fail at the end or never stop sensibly."""
+    if args.out.suffix != ".safetensors" or args.out.is_dir():
+        raise ValueError(f"--out must name a .safetensors file, got {str(args.out)!r}")
     if args.max_seconds is not None and not 0 < args.max_seconds <= 7 * 24 * 3600:
         raise ValueError(f"--max-seconds must be positive (at most a week), got {args.max_seconds}")
     if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
