@@ -366,3 +366,14 @@ def test_listing_reads_headers_only_and_reports_broken_files(bundle, good_bytes,
     assert good.size == len(good_bytes) and good.card == CARD and good.config == bundle.config.to_dict()
     assert list_checkpoints(tmp_path / "missing") == []
     assert "No such file" in read_info(tmp_path / "gone.safetensors").error
+
+
+def test_saved_file_has_ordinary_permissions(bundle, tmp_path):
+    """mkstemp creates 0600 files; a saved checkpoint must be readable like any file the user writes."""
+    import os
+    import stat
+
+    path = save_bundle(bundle, tmp_path / "m.safetensors")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
