@@ -222,7 +222,7 @@ def test_to_dict_is_json_with_layer_head_query_key_attention(reverser):
     ({"max_len": 0}, DecodeError, "max_len"),
     ({"max_len": 25}, DecodeError, "max_len"),
     ({"k": 0}, DecodeError, "k must"),
-    ({"force": {0: PAD}}, DecodeError, "forced token"),
+    ({"force": {0: -1}}, DecodeError, "forced token"),
     ({"force": {0: V}}, DecodeError, "forced token"),
     ({"force": {-1: 5}}, DecodeError, "forced step"),
 ])

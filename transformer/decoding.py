@@ -246,8 +246,8 @@ def _check_force(model: EncoderDecoder, force: dict[int, int] | None) -> dict[in
     for step, token in force.items():
         if not isinstance(step, int) or step < 0:
             raise DecodeError(f"forced step must be an integer >= 0, got {step!r}")
-        if not isinstance(token, int) or not PAD < token < vocab:
-            raise DecodeError(f"forced token at step {step} must be an id in 1..{vocab - 1}, got {token!r}")
+        if not isinstance(token, int) or not 0 <= token < vocab:
+            raise DecodeError(f"forced token at step {step} must be an id in 0..{vocab - 1}, got {token!r}")
     return force
 
 
