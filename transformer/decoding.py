@@ -258,6 +258,11 @@ def _tensor(ids: list[int], model: EncoderDecoder) -> torch.Tensor:
     return torch.tensor([ids], device=next(model.parameters()).device)
 
 
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """A compact float32 CPU copy for results (a row sliced from a trace would keep the whole trace alive)."""
+    return t.to("cpu", torch.float32).contiguous()
+
+
 def _open_mask(tgt: torch.Tensor) -> torch.Tensor:
     """A target mask hiding nothing (batch 1, so no padding): every position sees the whole prefix."""
     return torch.ones(1, 1, 1, tgt.size(1), dtype=torch.bool, device=tgt.device)
@@ -282,9 +287,9 @@ def _step(index, token, forced, log_probs, trace, tokenizer, k) -> DecodeStep:
         prob=float(probs[token]),
         topk=[Candidate(tokenizer.piece(i), i, p) for p, i in zip(top.values.tolist(), top.indices.tolist())],
         forced=forced,
-        self_attention=trace.weights("decoder_self")[:, 0, :, -1].float().cpu(),
-        cross_attention=trace.weights("cross")[:, 0, :, -1].float().cpu(),
-        log_probs=log_probs.float().cpu(),
+        self_attention=_plain(trace.weights("decoder_self")[:, 0, :, -1]),
+        cross_attention=_plain(trace.weights("cross")[:, 0, :, -1]),
+        log_probs=_plain(log_probs),
     )
 
 
@@ -340,7 +345,7 @@ def greedy_decode(
         output_pieces=tokenizer.pieces(output),
         output_text=tokenizer.decode(output),
         steps=steps,
-        encoder_self=encoder_trace.weights("encoder_self")[:, 0].float().cpu(),
+        encoder_self=_plain(encoder_trace.weights("encoder_self")[:, 0]),
         finished=output[-1] == EOS,
     )
 
@@ -378,7 +383,7 @@ def teacher_forced(
         target_ids=tgt_ids,
         target_pieces=tokenizer.pieces(tgt_ids),
         expected_ids=tgt_ids[1:] + [EOS],
-        log_probs=model.generator(hidden[0]).float().cpu(),
+        log_probs=_plain(model.generator(hidden[0])),
         trace=record,
     )
 
