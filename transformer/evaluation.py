@@ -1,0 +1,96 @@
+"""Metrics on held-out pairs: teacher-forced loss and token accuracy, greedy exact match.
+
+Targets are (batch, len) ids after <s>: the tokens, </s>, then <pad>. Only non-pad target positions
+are scored, so padding can never count as correct; </s> is scored, so an output that runs on or stops
+early is wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .decoding import greedy_batch
+from .masks import PAD, padding_mask
+from .model import EncoderDecoder
+from .tasks import encode_pairs
+from .tokenizers import Tokenizer
+
+EVAL_CHUNK = 1000  # sequences per forward pass; bounds memory for large evaluations
+
+
+def trim(ids: torch.Tensor) -> torch.Tensor:
+    """Drop trailing columns that are padding in every row."""
+    width = int((ids != PAD).sum(dim=1).max())
+    return ids[:, :width]
+
+
+def teacher_forced_logits(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    """Logits (batch, len - 1, vocab) predicting tgt[:, 1:] from tgt[:, :-1].
+
+    The decoder gets the causal mask only: targets are right-padded, so a pad key is only ever seen by
+    later queries, which are pad positions themselves and are never scored. Scored outputs equal those
+    under padding AND causal masking, and the causal-only mask is cheaper to build and broadcast.
+    """
+    src_mask = padding_mask(src)
+    memory = model.encode(src, src_mask)
+    return model.generator.proj(model.decode(memory, src_mask, tgt[:, :-1]))
+
+
+def fit_width(ids: torch.Tensor, width: int) -> torch.Tensor:
+    """Cut or right-pad (with <pad>) to `width` columns."""
+    if ids.size(1) >= width:
+        return ids[:, :width]
+    return F.pad(ids, (0, width - ids.size(1)), value=PAD)
+
+
+def token_hits(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(batch, len) bool: the prediction equals the target at a non-pad target position."""
+    return (fit_width(predicted, target.size(1)) == target) & (target != PAD)
+
+
+def exact_matches(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(batch,) bool: every non-pad target position (tokens and </s>) is reproduced."""
+    return token_hits(predicted, target).sum(dim=1) == (target != PAD).sum(dim=1)
+
+
+@torch.no_grad()
+def evaluate_pairs(
+    model: EncoderDecoder,
+    tokenizer: Tokenizer,
+    pairs: list[tuple[str, str]],
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """exact_match (greedy), token_accuracy and loss (teacher-forced), samples, over `pairs`."""
+    was_training = model.training
+    model.eval()
+    hits = tokens = exact = 0
+    loss_sum = 0.0
+    try:
+        for start in range(0, len(pairs), EVAL_CHUNK):
+            src, tgt = (trim(t) for t in encode_pairs(tokenizer, pairs[start : start + EVAL_CHUNK]))
+            gold = tgt[:, 1:]
+            logits = teacher_forced_logits(model, src, tgt)
+            loss_sum += float(F.cross_entropy(logits.transpose(1, 2), gold, ignore_index=PAD, reduction="sum"))
+            hits += int(token_hits(logits.argmax(-1), gold).sum())
+            tokens += int((gold != PAD).sum())
+            exact += int(exact_matches(greedy_batch(model, src, gold.size(1)), gold).sum())
+            if progress is not None:
+                progress(min(start + EVAL_CHUNK, len(pairs)), len(pairs))
+    finally:
+        model.train(was_training)
+    return {
+        "exact_match": exact / len(pairs),
+        "token_accuracy": hits / tokens,
+        "loss": loss_sum / tokens,
+        "samples": len(pairs),
+    }
+
+
+def evaluate_bundle(bundle, samples: int, seed: int, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Metrics of a ModelBundle on freshly generated held-out pairs (the CLI `eval`, the checkpoints page)."""
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    return evaluate_pairs(bundle.model, bundle.tokenizer, bundle.task.pairs(samples, seed, "heldout"), progress)

@@ -1,0 +1,453 @@
+"""Training: a Trainer that runs one optimisation step at a time, and a TrainingJob that runs a Trainer
+in a background thread (start / pause / resume / stop / step(n), a lock-protected snapshot).
+
+Nothing here imports streamlit; a page drives a TrainingJob and polls `snapshot()`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from .bundle import ModelBundle
+from .config import ModelConfig
+from .evaluation import evaluate_bundle, evaluate_pairs, teacher_forced_logits, trim
+from .masks import PAD
+from .model import EncoderDecoder
+from .tasks import make_task
+
+__all__ = [
+    "JobLimitError", "JobSnapshot", "MAX_CONCURRENT_JOBS", "MODEL_DEFAULTS", "TRAINING_THREADS",
+    "TrainConfig", "Trainer", "TrainingJob", "evaluate_bundle",
+]
+
+# The model shape that reaches 99% held-out exact match on `reverse` fastest (benchmarks/train_reverse.py).
+MODEL_DEFAULTS: dict[str, Any] = {
+    "n_enc_layers": 1, "n_dec_layers": 1, "d_model": 64, "n_heads": 4, "d_ff": 256, "dropout": 0.0,
+}
+DERIVED_MODEL_KEYS = ("src_vocab", "tgt_vocab", "max_len")  # come from the task and tokenizer
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+EVAL_SEED = 20_240_601  # the fixed held-out set a Trainer scores itself on
+
+# Inclusive bounds: anything outside is an input mistake, not a training choice.
+TRAIN_BOUNDS: dict[str, tuple[float, float]] = {
+    "steps": (1, 1_000_000),
+    "batch_size": (1, 4096),
+    "lr": (1e-7, 1.0),
+    "warmup": (0, 100_000),
+    "weight_decay": (0.0, 1.0),
+    "label_smoothing": (0.0, 0.5),
+    "clip": (0.0, 1000.0),
+    "seed": (0, 2**31 - 1),
+    "eval_every": (1, 100_000),
+    "eval_samples": (1, 10_000),
+    "confirm_samples": (1, 10_000),
+}
+
+
+@dataclass
+class TrainConfig:
+    """How to train: plain JSON-able values. Defaults are tuned for `reverse` (benchmarks/train_reverse.py).
+
+    clip = 0 turns gradient clipping off. The learning rate rises linearly over `warmup` steps, then
+    decays as 1/sqrt(step). Evaluation runs every `eval_every` steps on `eval_samples` held-out pairs;
+    a result at or above a target is confirmed on `confirm_samples` pairs before training stops.
+    """
+
+    task: str = "reverse"
+    task_params: dict = field(default_factory=dict)
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup: int = 100
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.0
+    clip: float = 1.0
+    seed: int = 0
+    eval_every: int = 50
+    eval_samples: int = 200
+    confirm_samples: int = 1000
+
+    def validate(self) -> "TrainConfig":
+        """Raise ValueError naming the first absurd value; return self when all is well."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in TRAIN_BOUNDS:
+                lo, hi = TRAIN_BOUNDS[f.name]
+                integral = f.type == "int"
+                if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
+                    raise ValueError(f"{f.name} must be {'an integer' if integral else 'a number'}, got {value!r}")
+                if not lo <= value <= hi:  # NaN fails this too
+                    raise ValueError(f"{f.name}={value} is outside the allowed range {lo}..{hi}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not isinstance(self.task_params, dict):
+            raise ValueError(f"task_params must be a dict, got {self.task_params!r}")
+        make_task(self.task, **self.task_params)  # TaskError (a ValueError) names a bad task or parameter
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown training settings: {', '.join(unknown)}")
+        return cls(**data).validate()
+
+
+def warmup_inverse_sqrt(warmup: int) -> Callable[[int], float]:
+    """LR factor: linear rise to 1 over `warmup` steps, then warmup / sqrt(step) decay (Noam, rescaled)."""
+    def factor(step: int) -> float:
+        step += 1
+        return step / warmup if step < warmup else math.sqrt(max(warmup, 1) / step)
+
+    return factor
+
+
+class Trainer:
+    """A task, its tokenizer, a model and an optimiser, advanced one `step()` at a time."""
+
+    def __init__(self, train: TrainConfig, model: dict | None = None):
+        self.config = train.validate()
+        overrides = dict(model or {})
+        derived = sorted(set(overrides) & set(DERIVED_MODEL_KEYS))
+        if derived:
+            raise ValueError(f"{', '.join(derived)} come from the task and tokenizer; do not set them")
+        self.task = make_task(train.task, **train.task_params)
+        self.tokenizer = self.task.make_tokenizer(train.seed)
+        vocab = self.tokenizer.vocab_size
+        longest = max(self.task.max_source_chars, self.task.max_target_chars) + 2  # + <s>/</s>
+        model_config = ModelConfig(src_vocab=vocab, tgt_vocab=vocab, max_len=longest, **{**MODEL_DEFAULTS, **overrides})
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(train.seed)
+            self.model = EncoderDecoder(model_config)
+            self._rng_state = torch.get_rng_state()  # dropout draws from it, kept apart from other users
+        self.batches = torch.Generator().manual_seed(train.seed)
+        self.optimizer = OPTIMIZERS[train.optimizer](
+            self.model.parameters(), lr=train.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=train.weight_decay,
+            fused=True,  # one kernel for all parameters: the per-tensor loop cost ~2 ms of a ~20 ms step
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_inverse_sqrt(train.warmup))
+        self.loss_fn = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=train.label_smoothing)
+        self.step_count = 0
+        self.elapsed = 0.0  # seconds spent in step() and evaluate()
+        self.history: list[dict] = []
+        self.last_loss = float("nan")
+        self._heldout: list[tuple[str, str]] = []
+
+    def step(self) -> float:
+        """One optimisation step on a fresh batch; returns its loss. FloatingPointError if it diverged."""
+        start = time.perf_counter()
+        if not self.model.training:  # train() walks every module: ~0.5 ms, so only when needed
+            self.model.train()
+        src, tgt = (trim(t) for t in self.task.batch(self.config.batch_size, self.batches, self.tokenizer))
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self._rng_state)
+            logits = teacher_forced_logits(self.model, src, tgt)  # logits: CrossEntropyLoss applies log-softmax
+            self._rng_state = torch.get_rng_state()
+        loss = self.loss_fn(logits.flatten(0, 1), tgt[:, 1:].flatten())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step_count += 1
+        self.last_loss = float(loss.detach())
+        self.elapsed += time.perf_counter() - start
+        if not math.isfinite(self.last_loss):
+            raise FloatingPointError(f"the loss became {self.last_loss} at step {self.step_count}; lower the learning rate")
+        return self.last_loss
+
+    def heldout(self, samples: int) -> list[tuple[str, str]]:
+        """The first `samples` pairs of this trainer's fixed held-out set (generated once, then reused)."""
+        if samples > len(self._heldout):
+            self._heldout = self.task.pairs(samples, seed=EVAL_SEED, split="heldout")
+        return self._heldout[:samples]
+
+    def evaluate(self, samples: int | None = None) -> dict:
+        """Metrics on `samples` (default eval_samples) held-out pairs; appends a row to `history`."""
+        start = time.perf_counter()
+        metrics = evaluate_pairs(self.model, self.tokenizer, self.heldout(samples or self.config.eval_samples))
+        self.elapsed += time.perf_counter() - start
+        self.history.append({"step": self.step_count, "seconds": self.elapsed, "train_loss": self.last_loss, **metrics})
+        return metrics
+
+    def evaluate_for_target(self, target: float | None) -> bool:
+        """Evaluate on eval_samples; if that reaches `target`, confirm on confirm_samples.
+
+        True when the confirmation reached `target` too (training can stop)."""
+        metrics = self.evaluate()
+        if target is None or metrics["exact_match"] < target:
+            return False
+        if self.config.confirm_samples <= metrics["samples"]:
+            return True
+        return self.evaluate(self.config.confirm_samples)["exact_match"] >= target
+
+    def bundle(self, name: str | None = None) -> ModelBundle:
+        """A ModelBundle holding a deep copy of the current model (eval mode) and its model card."""
+        model = copy.deepcopy(self.model).eval()
+        latest = self.history[-1] if self.history else {}
+        card = {
+            "name": name or f"{self.task.name}-{self.step_count}",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "task": self.task.name,
+            "task_params": dict(self.task.params),
+            "steps": self.step_count,
+            "seconds": round(self.elapsed, 3),
+            **{k: latest[k] for k in ("exact_match", "token_accuracy", "loss", "samples") if k in latest},
+            "train": self.config.to_dict(),
+            "parameters": model.num_parameters(),
+        }
+        return ModelBundle(model, self.tokenizer, self.task, card)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Background training
+
+# Torch's intra-op thread count, set by the training thread (torch.set_num_threads is process-wide).
+# Measured by benchmarks/threads.py on this 2-core machine: see the figures in the comment below.
+TRAINING_THREADS = 1
+
+MAX_CONCURRENT_JOBS = 4  # per process: training jobs whose thread is alive (running or paused)
+MAX_PROBES = 120  # probe results kept; beyond it every other one is dropped and the probe interval doubles
+STATES = ("idle", "running", "paused", "stopped", "finished", "error")
+
+_live_jobs: set["TrainingJob"] = set()
+_live_jobs_lock = threading.Lock()
+
+
+class JobLimitError(RuntimeError):
+    """Too many training jobs are running in this process."""
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A consistent copy of a job's progress, safe to read from any thread."""
+
+    step: int
+    state: str
+    history: list[dict]
+    probes: list[tuple[int, Any]]
+    error: str | None
+    steps_per_s: float
+    elapsed: float
+    finished_reason: str | None
+    loss: float
+    max_steps: int
+    max_seconds: float | None
+
+
+class TrainingJob:
+    """Runs a Trainer in a daemon thread. Control it from any thread; read it through `snapshot()`.
+
+    Stops at max_steps (default: the trainer's `steps`), after max_seconds of training, or when held-out
+    exact match reaches target_exact_match (confirmed on confirm_samples pairs). `probe(bundle)` runs in
+    the training thread at step 0 and every probe_every steps; its results are kept with their step.
+    A running job that hears no heartbeat() for idle_timeout seconds stops itself ("session gone").
+    """
+
+    def __init__(
+        self,
+        trainer: Trainer,
+        max_steps: int | None = None,
+        max_seconds: float | None = None,
+        target_exact_match: float | None = None,
+        probe: Callable[[ModelBundle], Any] | None = None,
+        probe_every: int = 50,
+        idle_timeout: float | None = None,
+    ):
+        self.trainer = trainer
+        self.max_steps = max_steps or trainer.config.steps
+        self.max_seconds = max_seconds
+        self.target = target_exact_match
+        self.probe = probe
+        self.probe_every = max(1, probe_every)
+        self.idle_timeout = idle_timeout
+        self._model_lock = threading.Lock()  # held by the thread while it changes the model
+        self._state = threading.Condition()  # guards everything below; wakes the thread on commands
+        self._status = "idle"
+        self._paused = False
+        self._pending = 0  # steps still to run while paused (step(n))
+        self._stop_requested = False
+        self._error: str | None = None
+        self._reason: str | None = None
+        self._heartbeat = time.monotonic()
+        self._probes: list[tuple[int, Any]] = []
+        self._history: list[dict] = []  # published copies of trainer.history rows
+        self._progress = (trainer.step_count, trainer.elapsed, trainer.last_loss)  # published after each step
+        self._rate: deque[tuple[float, int]] = deque(maxlen=50)  # (time, step) of recent steps
+        self._thread = threading.Thread(target=self._run, name="training-job", daemon=True)
+
+    # -- control -----------------------------------------------------------------------------------
+    def start(self, paused: bool = False) -> None:
+        """Start the thread (paused=True: start paused, e.g. to single-step). JobLimitError when full."""
+        with _live_jobs_lock, self._state:
+            if self._status != "idle":
+                raise RuntimeError(f"this job was already started (state {self._status!r})")
+            if len(_live_jobs) >= MAX_CONCURRENT_JOBS:
+                raise JobLimitError(
+                    f"{MAX_CONCURRENT_JOBS} training jobs are already running on this server; "
+                    "stop one or wait for one to finish, then try again"
+                )
+            _live_jobs.add(self)
+            self._paused = paused
+            self._status = "paused" if paused else "running"
+            self._heartbeat = time.monotonic()
+        self._thread.start()
+
+    def pause(self) -> None:
+        """Stop stepping after the current step (cancels what is left of a step(n))."""
+        self._command(paused=True, pending=0)
+
+    def resume(self) -> None:
+        self._command(paused=False, pending=0)
+
+    def step(self, n: int = 1) -> None:
+        """Run exactly `n` more steps, then stay paused (an idle job starts paused first)."""
+        if n < 1:
+            raise ValueError(f"step count must be at least 1, got {n}")
+        if self.snapshot().state == "idle":
+            self.start(paused=True)
+        self._command(paused=True, pending=n)
+
+    def stop(self) -> None:
+        """End the thread after the current step; an idle job just becomes stopped."""
+        with self._state:
+            if self._status == "idle":
+                self._status, self._reason = "stopped", "stopped"
+            self._stop_requested = True
+            self._state.notify_all()
+
+    def heartbeat(self) -> None:
+        """Tell the job its page is still open (see idle_timeout)."""
+        with self._state:
+            self._heartbeat = time.monotonic()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; True when it has (or never started)."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _command(self, paused: bool, pending: int) -> None:
+        with self._state:
+            if self._status in ("running", "paused"):
+                self._paused, self._pending = paused, pending
+                self._status = "paused" if paused and not pending else "running"
+                self._state.notify_all()
+
+    # -- reading -----------------------------------------------------------------------------------
+    def snapshot(self) -> JobSnapshot:
+        """A consistent copy of the job's progress, taken without waiting for the current step."""
+        with self._state:
+            step, elapsed, loss = self._progress
+            return JobSnapshot(
+                step=step,
+                state=self._status,
+                history=[dict(row) for row in self._history],
+                probes=list(self._probes),
+                error=self._error,
+                steps_per_s=self._steps_per_s(),
+                elapsed=elapsed,
+                finished_reason=self._reason,
+                loss=loss,
+                max_steps=self.max_steps,
+                max_seconds=self.max_seconds,
+            )
+
+    def bundle(self, name: str | None = None) -> ModelBundle:
+        """A copy of the current weights (taken between steps), with the model card."""
+        with self._model_lock:
+            return self.trainer.bundle(name)
+
+    def _steps_per_s(self) -> float:
+        if self._status != "running" or len(self._rate) < 2:
+            return 0.0
+        (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+
+    # -- the thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        torch.set_num_threads(TRAINING_THREADS)
+        try:
+            if self.trainer.step_count == 0:
+                self._record_probe()
+            while (stop_reason := self._wait_for_turn()) is None:
+                with self._model_lock:
+                    self.trainer.step()
+                    finish_reason = self._after_step()
+                if finish_reason is not None:
+                    return self._end("finished", finish_reason)
+            self._end("stopped", stop_reason)
+        except Exception as exc:  # noqa: BLE001 - any failure must reach the page, with the model kept
+            self._publish()
+            self._end("error", "error", f"{type(exc).__name__}: {exc}")
+        finally:
+            with _live_jobs_lock:
+                _live_jobs.discard(self)
+
+    def _wait_for_turn(self) -> str | None:
+        """Block while paused; None when a step should run now, else the reason to stop."""
+        with self._state:
+            while True:
+                if self._stop_requested:
+                    return "stopped"
+                silent = time.monotonic() - self._heartbeat
+                if self.idle_timeout is not None and not self._paused and silent > self.idle_timeout:
+                    return "session gone"
+                if not self._paused or self._pending:
+                    self._pending = max(0, self._pending - 1)
+                    return None
+                self._status = "paused"
+                self._state.wait(timeout=0.5)
+
+    def _after_step(self) -> str | None:
+        """Probe and evaluate as scheduled, publish progress; the reason to finish, if any."""
+        trainer, step = self.trainer, self.trainer.step_count
+        if step % self.probe_every == 0:
+            self._record_probe()
+        if step >= self.max_steps:
+            out_of_budget = "max steps"
+        elif self.max_seconds is not None and trainer.elapsed >= self.max_seconds:
+            out_of_budget = "time limit"
+        else:
+            out_of_budget = None
+        reached = False
+        if step % trainer.config.eval_every == 0 or out_of_budget:
+            reached = trainer.evaluate_for_target(self.target)
+        self._publish()
+        return "target reached" if reached else out_of_budget
+
+    def _publish(self) -> None:
+        trainer = self.trainer
+        with self._state:
+            self._progress = (trainer.step_count, trainer.elapsed, trainer.last_loss)
+            self._history.extend(trainer.history[len(self._history) :])
+            self._rate.append((time.monotonic(), trainer.step_count))
+
+    def _record_probe(self) -> None:
+        if self.probe is None:
+            return
+        result = self.probe(self.trainer.bundle())
+        with self._state:
+            self._probes.append((self.trainer.step_count, result))
+            if len(self._probes) > MAX_PROBES:
+                self._probes = self._probes[::2]  # MAX_PROBES is even: keeps step 0 and the newest, evenly spaced
+                self.probe_every *= 2
+
+    def _end(self, state: str, reason: str, error: str | None = None) -> None:
+        with self._state:
+            self._status, self._reason, self._error = state, reason, error
