@@ -6,10 +6,11 @@ initialised and seeded, with </s> suppressed so every run writes exactly `--toke
   traced_no_cache   greedy_decode(use_cache=False): the whole prefix recomputed (and traced) each step
   untraced_batch    greedy_batch: KV cache, fused attention, no trace (what training's evaluation uses)
 as median milliseconds per generated token, wall clock and process CPU time (one torch thread by default,
-so CPU time is the call's own cost even while other work shares the cores). Then, end to end on the 3x8 model, one greedy_decode and one
-beam_search (width 4) of a typical 16-letter reverse input, against the decode page's 100 ms budget for a
-step click (the page may have to decode again when the input or a forced token changes). When the shipped
-checkpoint exists, the same end-to-end figures for it (a real decode that stops at </s>).
+so CPU time is the call's own cost even while other work shares the cores). Then, end to end on the 3x8
+model, one greedy_decode and one beam_search (width 4) of a typical 16-letter reverse input, against the
+decode page's 100 ms budget for a step click (the page may have to decode again when the input or a
+forced token changes). When the shipped checkpoint exists, the same end-to-end figures for it (a real
+decode that stops at </s>).
 
     python benchmarks/decode_speed.py [--threads 1] [--repeats 7] [--tokens 17] [--checkpoint PATH]
 """
