@@ -1,0 +1,213 @@
+"""The step-by-step decoding page (AppTest): default state, stepping, the attention it shows against the model
+recomputed here, forcing a token, greedy vs beam, and messages for bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from pages.common import decoding_state as state
+from pages.common.models import ASSETS
+from transformer.bundle import ModelBundle
+from transformer.charts import token_labels
+from transformer.checkpoints import load_bundle
+from transformer.config import ModelConfig
+from transformer.decoding import beam_search, greedy_decode
+from transformer.export import chart_filename
+from transformer.masks import BOS, padding_mask
+from transformer.model import EncoderDecoder
+from transformer.tasks import make_task
+from transformer.trace import AttentionTrace
+
+PAGE = "pages/explore/decode.py"
+CHECKPOINT = ASSETS / "reverse.safetensors"
+pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped model {CHECKPOINT} is missing")
+
+
+@pytest.fixture
+def bundle(page) -> ModelBundle:
+    """The shipped model, loaded here from the file the page has just read."""
+    return load_bundle(CHECKPOINT)
+
+
+@pytest.fixture
+def page(app):
+    return app(PAGE)
+
+
+def array(value) -> np.ndarray:
+    """A plotly JSON array: a plain list, or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(n) for n in str(value.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape)
+    return np.asarray(value)
+
+
+def charts(at) -> dict[str, dict]:
+    """Plotly specs by the start of their title: "Next-token probabilities", "Cross-attention", "Decoder self-attention"."""
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    return {re.split(r" ·|\(", s["layout"]["title"]["text"])[0].strip(): s for s in specs}
+
+
+def chosen_token(at) -> str:
+    """The token named in the page's "Step N: the model chooses `x`" line."""
+    line = next(m.value for m in at.markdown if m.value.startswith("**Step "))
+    return re.search(r"\*\*`(.+?)`\*\*", line)[1]
+
+
+def traced_step_rows(bundle, source_ids: list[int], prefix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross- and self-attention of the last prefix position, from one traced pass over the whole prefix
+    (no cache, no decoding code): (layers, heads, src_len), (layers, heads, len(prefix))."""
+    model, trace = bundle.model, AttentionTrace()
+    src, tgt = torch.tensor([source_ids]), torch.tensor([prefix])
+    with torch.no_grad():
+        memory = model.encode(src, padding_mask(src))
+        model.decode(memory, padding_mask(src), tgt, trace=trace)
+    return trace.weights("cross")[:, 0, :, -1], trace.weights("decoder_self")[:, 0, :, -1]
+
+
+def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_the_model(page, bundle):
+    text = page.session_state[state.TEXT]
+    assert text == bundle.task.examples()[0] and page.text_input(key=state.INPUT_BOX).value == text
+    result = greedy_decode(bundle.model, bundle.tokenizer, text)
+    t = page.session_state[state.STEP]
+    assert t == len(result.steps) // 2 > 0
+    assert page.slider(key=state.STEP_SLIDER).value == t + 1
+    assert not page.error and not page.warning
+
+    cfg, found = bundle.config, charts(page)
+    rows = [f"L{i + 1} H{h + 1}" for i in range(cfg.n_dec_layers) for h in range(cfg.n_heads)]
+    cross, own = found["Cross-attention"], found["Decoder self-attention"]
+    assert array(cross["data"][0]["z"]).shape == (cfg.n_dec_layers * cfg.n_heads, len(text) + 1)
+    assert cross["data"][0]["x"] == token_labels(list(text) + ["</s>"])
+    assert cross["data"][0]["y"] == own["data"][0]["y"] == rows
+    assert array(own["data"][0]["z"]).shape == (len(rows), t + 1)
+    assert own["data"][0]["x"] == token_labels(result.prefix_pieces[: t + 1])
+    bars = found["Next-token probabilities"]["data"][0]
+    assert list(bars["y"])[0] == result.steps[t].piece and len(array(bars["x"])) == state.TOPK
+    names = {json.loads(el.proto.config)["toImageButtonOptions"]["filename"] for el in page.get("plotly_chart")}
+    assert names == {chart_filename("reverse", kind, step=t) for kind in ("topk", "cross", "decoder_self")}
+    csv_keys = {b.key for b in page.get("download_button")}
+    assert {"decode_csv_cross", "decode_csv_decoder_self"} <= csv_keys
+
+
+def test_chart_values_equal_the_step_attention_recomputed_here(page, bundle):
+    text, t = page.session_state[state.TEXT], page.session_state[state.STEP]
+    result = greedy_decode(bundle.model, bundle.tokenizer, text)
+    cross, own = traced_step_rows(bundle, result.source_ids, [BOS] + result.output_ids[:t])
+    found = charts(page)
+    shown_cross = array(found["Cross-attention"]["data"][0]["z"])
+    shown_self = array(found["Decoder self-attention"]["data"][0]["z"])
+    np.testing.assert_allclose(shown_cross, cross.reshape(len(shown_cross), -1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(shown_self, own.reshape(len(shown_self), -1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(shown_cross, result.steps[t].cross_attention.flatten(0, 1).numpy(), atol=1e-6)
+    np.testing.assert_allclose(shown_cross.sum(1), 1, atol=1e-5)
+
+
+def test_next_prev_first_last_and_slider_move_the_step_and_the_chosen_token(page, bundle):
+    text, t = page.session_state[state.TEXT], page.session_state[state.STEP]
+    output = greedy_decode(bundle.model, bundle.tokenizer, text).output_pieces
+    assert output[t] != output[t + 1], "pick an example whose neighbouring outputs differ"
+    assert chosen_token(page) == output[t]
+
+    page.button(key="decode_next").click().run()
+    assert page.session_state[state.STEP] == t + 1 and page.slider(key=state.STEP_SLIDER).value == t + 2
+    assert chosen_token(page) == output[t + 1]
+    assert array(charts(page)["Decoder self-attention"]["data"][0]["z"]).shape[1] == t + 2
+    assert "step " + str(t + 2) in charts(page)["Cross-attention"]["layout"]["title"]["text"]
+
+    page.button(key="decode_prev").click().run()
+    page.button(key="decode_prev").click().run()
+    assert page.session_state[state.STEP] == t - 1 and chosen_token(page) == output[t - 1]
+
+    page.button(key="decode_first").click().run()
+    assert page.session_state[state.STEP] == 0 and page.button(key="decode_prev").disabled
+    page.button(key="decode_last").click().run()
+    assert page.session_state[state.STEP] == len(output) - 1 and page.button(key="decode_next").disabled
+    assert chosen_token(page) == "</s>"
+
+    page.slider(key=state.STEP_SLIDER).set_value(3).run()
+    assert page.session_state[state.STEP] == 2 and chosen_token(page) == output[2]
+    assert not page.exception
+
+
+def test_forcing_a_token_changes_the_continuation_and_reset_returns_to_greedy(page, bundle):
+    text, t = page.session_state[state.TEXT], page.session_state[state.STEP]
+    greedy = greedy_decode(bundle.model, bundle.tokenizer, text)
+    other = next(c.id for c in greedy.steps[t].topk if c.id != greedy.output_ids[t])
+    page.selectbox(key=f"decode_force_pick_{t}").set_value(other).run()
+    page.button(key="decode_force").click().run()
+
+    forced = greedy_decode(bundle.model, bundle.tokenizer, text, force={t: other})
+    assert page.session_state[state.FORCED] == {t: other} and page.session_state[state.STEP] == t
+    assert forced.output_ids[: t] == greedy.output_ids[: t] and forced.output_ids != greedy.output_ids
+    assert chosen_token(page) == bundle.tokenizer.piece(other)
+    text_lines = [m.value for m in page.markdown]
+    assert any(line.startswith("**With forcing:**") and f"`{forced.output_text}`" in line for line in text_lines)
+    assert any(line.startswith("**Greedy:**") and f"`{greedy.output_text}`" in line for line in text_lines)
+    assert any("you forced" in line for line in text_lines)
+    if forced.output_text != bundle.task.target(text):
+        assert any(line.startswith("**With forcing:**") and "wrong" in line for line in text_lines)
+    page.button(key="decode_next").click().run()  # the continuation after the forced step is the forced run's
+    assert chosen_token(page) == forced.output_pieces[t + 1]
+
+    page.button(key="decode_reset").click().run()
+    assert page.session_state[state.FORCED] == {}
+    assert not any(m.value.startswith("**With forcing:**") for m in page.markdown)
+    assert not page.exception
+
+
+def test_expected_answer_and_beam_comparison_match_the_library(page, bundle):
+    text = page.session_state[state.TEXT]
+    answer = bundle.task.target(text)
+    greedy = greedy_decode(bundle.model, bundle.tokenizer, text)
+    lines = [m.value for m in page.markdown]
+    assert f"**Expected** (the task's rule): `{answer}`" in lines
+    mark = "right" if greedy.output_text == answer else "wrong"
+    assert any(line.startswith("**Output:**") and mark in line for line in lines)
+
+    page.segmented_control(key="decode_beam_width").set_value(2).run()
+    beam = beam_search(bundle.model, bundle.tokenizer, text, beam=2)
+    lines = [m.value for m in page.markdown]
+    assert "**Beam search, width 2**" in lines
+    assert f"total log-probability **{beam.score:.3f}**" in " ".join(lines)
+    assert f"total log-probability **{greedy.score:.3f}**" in " ".join(lines)
+
+
+def test_bad_input_shows_a_message_and_the_page_recovers(page):
+    for bad, message in (("ABC!", "does not know the character(s) '!', 'A', 'B', 'C'"), ("", "empty"),
+                         ("abc" * 70, "reads at most")):
+        page.text_input(key=state.INPUT_BOX).input(bad).run()
+        assert not page.exception
+        assert any(message in e.value for e in page.error), (bad, [e.value for e in page.error])
+        assert not page.get("plotly_chart")
+        assert page.title[0].value == "Step-by-step decoding"
+    example = page.button_group(key="decode_examples").options[1]
+    page.button_group(key="decode_examples").set_value(example).run()
+    assert not page.error and page.session_state[state.TEXT] == example
+    assert page.text_input(key=state.INPUT_BOX).value == example
+    assert len(page.get("plotly_chart")) == 3
+
+
+def test_a_session_model_of_another_task_brings_its_own_examples(page):
+    task = make_task("addition", max_digits=2)
+    torch.manual_seed(0)
+    tokenizer = task.make_tokenizer()
+    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, max_len=12, d_model=16,
+                         n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1)
+    other = ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "tiny-addition"})
+    page.session_state["session_models"] = {"trained:tiny": ("trained", other)}
+    page.run()
+    picker = page.selectbox(key="active_model")
+    picker.select_index(picker.options.index("tiny-addition (trained)")).run()
+    assert not page.exception
+    assert page.session_state[state.TEXT] == task.examples()[0]
+    cross = charts(page)["Cross-attention"]["data"][0]
+    assert array(cross["z"]).shape == (2, len(task.examples()[0]) + 1)
+    assert any("Expected" in m.value for m in page.markdown)
