@@ -32,15 +32,6 @@ def random_model(norm="pre", positional="sinusoidal", seed=0, max_len=24, eos_bi
     return model
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run 10-100x steadier on one thread than on two busy-waiting ones on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def reverser() -> EncoderDecoder:
     """A tiny model trained for a few seconds to reverse 1-6 letters (nearly always right)."""
