@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Rebuilds every pretrained model in assets/checkpoints/ with the project's own CLI, from fixed seeds.
+# Each run stops at its step budget or once held-out greedy exact match reaches its target, whichever
+# comes first; both are deterministic for a seed (one torch thread). Usage: bash assets/build_zoo.sh [TASK...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=assets/checkpoints
+shape=(--enc-layers 2 --dec-layers 2 --heads 4)
+
+declare -A recipe=(
+  [reverse]="--d-model 64 --steps 4000 --target-accuracy 0.995 --seed 1"
+  [copy]="--d-model 64 --steps 4000 --target-accuracy 0.995 --seed 1"
+  [sort]="--d-model 64 --steps 6000 --target-accuracy 0.995 --seed 1"
+  [addition]="--d-model 128 --d-ff 512 --steps 8000 --target-accuracy 0.995 --seed 1 --lr 0.002 --warmup 200"
+  [dates]="--d-model 128 --d-ff 512 --steps 6000 --target-accuracy 0.98 --seed 1 --lr 0.002 --warmup 200"
+  [numbers]="--d-model 128 --d-ff 512 --steps 6000 --target-accuracy 0.98 --seed 1 --lr 0.002 --warmup 200"
+)
+tasks=("$@")
+[ ${#tasks[@]} -gt 0 ] || tasks=(reverse copy sort addition dates numbers)
+for task in "${tasks[@]}"; do
+  [ -n "${recipe[$task]:-}" ] || { echo "error: no recipe for task '$task'" >&2; exit 2; }
+  echo "== $task" >&2
+  # shellcheck disable=SC2086
+  python -m transformer train --task "$task" "${shape[@]}" ${recipe[$task]} --name "$task" --out "$out/$task.safetensors"
+done
