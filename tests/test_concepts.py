@@ -84,6 +84,11 @@ def test_batch_errors(setup):
         masked_batch(model, tok, [("a" * 10, "a"), ("ab", "ba")])
     with pytest.raises(TokenizerError, match="'A'"):
         masked_batch(model, tok, [("aA", "a"), ("ab", "ba")])
+    with pytest.raises(BatchError, match="target 'aaaaaaaaaa' is too long"):
+        masked_batch(model, tok, [("a", "a" * 10), ("ab", "ba")])
+    for sources in ([], ["ab", ""], ["a" * 10, "ab"]):  # refused before any decoding
+        with pytest.raises(BatchError):
+            greedy_targets(model, tok, sources)
 
 
 def test_greedy_targets_match_the_decoder(setup):

@@ -64,21 +64,27 @@ class MaskedBatch:
         return self.tgt_out != PAD
 
 
-def _check_inputs(model: EncoderDecoder, tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> None:
-    if not MIN_BATCH <= len(pairs) <= MAX_BATCH:
-        raise BatchError(f"type {MIN_BATCH} to {MAX_BATCH} inputs, one per line; got {len(pairs)}")
+def _check_texts(model: EncoderDecoder, tokenizer: Tokenizer, texts: list[str], role: str) -> None:
+    """Each text encodes (TokenizerError names unknown characters) within the model's length budget."""
     limit = model.config.max_len - 1
-    for source, target in pairs:
-        if not source:
-            raise BatchError("an input is empty: type at least one character on each line")
-        for role, text in (("input", source), ("target", target)):
-            if len(tokenizer.encode(text)) > limit:  # TokenizerError names unknown characters
-                raise BatchError(f"the {role} {text!r} is too long: this model reads at most {limit} tokens")
+    for text in texts:
+        if len(tokenizer.encode(text)) > limit:
+            raise BatchError(f"the {role} {text!r} is too long: this model reads at most {limit} tokens")
+
+
+def check_sources(model: EncoderDecoder, tokenizer: Tokenizer, sources: list[str]) -> None:
+    """BatchError (or TokenizerError) unless `sources` can form one batch for this model."""
+    if not MIN_BATCH <= len(sources) <= MAX_BATCH:
+        raise BatchError(f"type {MIN_BATCH} to {MAX_BATCH} inputs, one per line; got {len(sources)}")
+    if not all(sources):
+        raise BatchError("an input is empty: type at least one character on each line")
+    _check_texts(model, tokenizer, sources, "input")
 
 
 @torch.no_grad()
 def greedy_targets(model: EncoderDecoder, tokenizer: Tokenizer, sources: list[str]) -> list[str]:
     """The model's own greedy output for each source, decoded in one batch (no trace)."""
+    check_sources(model, tokenizer, sources)
     src, _ = encode_pairs(tokenizer, [(s, "") for s in sources])
     out = greedy_batch(model, src, model.config.max_len - 1)
     return [tokenizer.decode(row) for row in out.tolist()]
@@ -90,7 +96,8 @@ def masked_batch(model: EncoderDecoder, tokenizer: Tokenizer, pairs: list[tuple[
     """Pad (source, target) pairs with `encode_pairs`, build the masks with `masks.padding_mask` /
     `masks.target_mask`, and run one traced teacher-forced pass. `causal=False` replaces the target mask
     by its padding part alone, so every decoder position also sees the later ones."""
-    _check_inputs(model, tokenizer, pairs)
+    check_sources(model, tokenizer, [s for s, _ in pairs])
+    _check_texts(model, tokenizer, [t for _, t in pairs], "target")
     src, tgt = encode_pairs(tokenizer, pairs)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     src_mask = padding_mask(src)

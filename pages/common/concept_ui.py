@@ -1,0 +1,55 @@
+"""Small UI pieces shared by the home, masks and positional-encoding pages."""
+
+from __future__ import annotations
+
+import html
+
+import streamlit as st
+
+from . import display, models
+
+
+COLORBAR_PX = 120  # what transformer.charts' matrix layout reserves right of the cells
+HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
+
+
+def fit(fig, width: int):
+    """Shrink a matrix figure wider than `width` pixels, keeping its cells square (labels keep their size)."""
+    full, height, margin = fig.layout.width, fig.layout.height, fig.layout.margin
+    if full and height and full > width:
+        scale = (width - margin.l - COLORBAR_PX) / (full - margin.l - COLORBAR_PX)
+        cells = height - margin.t - margin.b
+        fig.update_layout(width=width, height=int(margin.t + margin.b + cells * scale))
+    return fig
+
+
+def heatmap(fig, matrix, rows: list[str], cols: list[str], filename: str, key: str, width: int | None = None) -> None:
+    """A heatmap at its own size (square cells, or fitted into `width`), its toolbar export and a CSV."""
+    if width:
+        fit(fig, width)
+    display.show_figure(fig, filename, key=f"fig-{key}", width="content")
+    display.csv_download(matrix, [html.unescape(r) for r in rows], [html.unescape(c) for c in cols], filename,
+                         key=f"csv-{key}")
+
+
+def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
+    """Up to `n` examples of clearly different lengths: the shortest, the longest, and ones between."""
+    ordered = sorted(dict.fromkeys(examples), key=len)
+    if len(ordered) <= n:
+        return ordered
+    short, long_ = len(ordered[0]), len(ordered[-1])
+    picked = [ordered[0], ordered[-1]]
+    for i in range(1, n - 1):
+        goal = short + (long_ - short) * i / (n - 1)
+        picked.insert(-1, min((e for e in ordered if e not in picked), key=lambda e: abs(len(e) - goal)))
+    return picked
+
+
+def active_model():
+    """(entry key, bundle) of the active model; says so and stops the page when there is none."""
+    key = models.active_key()
+    if key is None:
+        st.warning("No model is available yet: the pretrained checkpoints are missing. Train one on the "
+                   "Train live page, then come back.")
+        st.stop()
+    return key, models.bundle_for(key)
