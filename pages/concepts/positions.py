@@ -1,0 +1,208 @@
+"""Positional encoding: the sinusoidal table, its curves and similarities, the rotation that shifts it by k,
+the active model's own encodings added to its embeddings, and what decoding without positions does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from pages.common import concept_ui, display, models
+from transformer import charts
+from transformer.concepts import best_aligned_head, model_positions, rotation_demo
+from transformer.decoding import DecodeResult, greedy_decode, teacher_forced
+from transformer.headstats import alignment_score
+from transformer.positional import sinusoidal_table
+from transformer.trace import EmbeddingRecord
+
+DEMO_POSITIONS = (0, 1, 2, 5, 10, 20, 50, 100, 200)
+SHOWN_PAIRS = 2  # 2x2 blocks of M_k written out as a formula
+
+
+@st.cache_resource(max_entries=32, show_spinner="Running the model…")
+def source_embedding(key: str, text: str) -> tuple[list[str], EmbeddingRecord]:
+    """The encoder's input for `text` as recorded by a real traced forward pass: (pieces, record)."""
+    bundle = models.bundle_for(key)
+    result = teacher_forced(bundle.model, bundle.tokenizer, text, "")
+    return result.source_pieces, result.trace.embeddings["src"]
+
+
+@st.cache_resource(max_entries=32, show_spinner="Decoding…")
+def decode(key: str, text: str, positions: bool) -> DecodeResult:
+    bundle = models.bundle_for(key)
+    return greedy_decode(bundle.model, bundle.tokenizer, text, positions=positions)
+
+
+st.title("Positional encoding")
+st.markdown(
+    "Attention by itself ignores order: shuffle the input tokens and each one gets the same result, only "
+    "shuffled. So before the first layer every token embedding gets a vector added that says *where* the "
+    "token stands. The original Transformer builds it from sines and cosines: each pair of dimensions is a "
+    "clock hand turning at its own speed, from fast (first dimensions) to very slow (last ones)."
+)
+st.latex(r"PE_{(pos,\,2i)}=\sin\!\Big(\frac{pos}{10000^{2i/d_{model}}}\Big),\qquad "
+         r"PE_{(pos,\,2i+1)}=\cos\!\Big(\frac{pos}{10000^{2i/d_{model}}}\Big)")
+
+key, bundle = concept_ui.active_model()
+cfg, task = bundle.config, bundle.task
+
+
+# ----------------------------------------------------------------------------------------- 1 the table
+@st.fragment
+def sinusoidal_explorer() -> None:
+    st.header("1 · The sinusoidal table", divider="gray")
+    c1, c2 = st.columns(2)
+    default_d = cfg.d_model if cfg.d_model % 2 == 0 else 64
+    d_model = c1.slider("d_model (dimensions)", 8, 512, min(default_d, 512), step=2, key="pe_d_model")
+    length = c2.slider("Positions", 8, 256, 64, step=1, key="pe_length")
+    table = sinusoidal_table(length, d_model).numpy()
+    fig = charts.positional_matrix(table, f"Sinusoidal encoding · {length} positions × {d_model} dimensions")
+    concept_ui.heatmap(fig, table, [str(p) for p in range(length)], [str(d) for d in range(d_model)],
+                       f"sinusoidal_pe_{length}x{d_model}", "pe-matrix")
+    st.caption("Each row is one position's vector. Left columns change quickly from row to row; columns "
+               "further right change ever more slowly, so together they give every position its own pattern.")
+
+    left, right = st.columns(2)
+    with left:
+        wanted = [d for d in (4, 5, 12, 24) if d < d_model]
+        dims = st.multiselect("Dimensions to plot", list(range(d_model)), wanted, key=f"pe_dims:{d_model}",
+                              max_selections=8)
+        if dims:
+            fig = charts.positional_curves(table, sorted(dims))
+            display.show_figure(fig, f"sinusoidal_pe_curves_{d_model}", key="fig-pe-curves")
+        else:
+            st.info("Pick at least one dimension to plot.")
+        st.caption("An even dimension 2i is a sine, the next one the cosine of the same angle; higher i means "
+                   "a longer wavelength (2π up to 10000·2π positions).")
+    with right:
+        fig = concept_ui.fit(charts.position_similarity(table), concept_ui.HALF_WIDTH)
+        display.show_figure(fig, f"sinusoidal_pe_similarity_{length}x{d_model}", key="fig-pe-sim",
+                                       width="content")
+        st.caption("PE(i)·PE(j) depends only on the distance i − j: the bright band along the diagonal means "
+                   "nearby positions look alike, far-apart ones less so.")
+    rotation(d_model)
+
+
+def rotation(d_model: int) -> None:
+    st.header("2 · Moving by k positions is a rotation", divider="gray")
+    st.markdown(
+        "Why sines and cosines? By the angle-addition formulas, shifting every position by the same offset *k* "
+        "turns each (sin, cos) pair by the angle *k·ωᵢ*, whatever the position. So PE(pos + k) is one fixed "
+        "matrix M_k times PE(pos): a relation a layer can learn once and use at every position."
+    )
+    st.latex(r"\begin{pmatrix}\sin((pos+k)\,\omega_i)\\ \cos((pos+k)\,\omega_i)\end{pmatrix}="
+             r"\begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}"
+             r"\begin{pmatrix}\sin(pos\,\omega_i)\\ \cos(pos\,\omega_i)\end{pmatrix},\qquad "
+             r"\omega_i = 10000^{-2i/d_{model}}")
+    k = st.slider("Offset k", 1, 50, 5, key="pe_offset")
+    demo = rotation_demo(d_model, k, list(DEMO_POSITIONS))
+    left, right = st.columns([2, 3])
+    with left:
+        st.metric("max |M_k·PE(pos) − PE(pos + k)|", f"{demo.max_error:.1e}",
+                  help="float32 rounding of the table; the identity itself is exact.")
+        st.dataframe(pd.DataFrame({"pos": demo.positions, "pos + k": [p + k for p in demo.positions],
+                                   "max |error|": [f"{e:.1e}" for e in demo.errors]}),
+                     hide_index=True, width="stretch")
+    with right:
+        blocks = r",\;".join(
+            rf"\begin{{pmatrix}}{np.cos(a):.3f} & {np.sin(a):.3f}\\ {-np.sin(a):.3f} & {np.cos(a):.3f}"
+            r"\end{pmatrix}" for a in demo.angles[:SHOWN_PAIRS])
+        st.latex(rf"M_{{{k}}}=\operatorname{{diag}}\Big({blocks},\;\dots\Big)")
+        st.caption(f"The first {SHOWN_PAIRS} of the {d_model // 2} blocks of M_{k}, one per frequency pair. "
+                   "Every position's encoding is moved by the same matrix.")
+        pairs = np.arange(d_model // 2)
+        st.dataframe(pd.DataFrame({
+            "pair i": pairs, "dimensions": [f"{2 * i}, {2 * i + 1}" for i in pairs],
+            "ω_i": np.round(demo.angles / k, 6), "angle k·ω_i (rad)": np.round(demo.angles, 4),
+            "degrees": np.round(np.degrees(demo.angles) % 360, 2),
+        }), hide_index=True, height=220, width="stretch")
+    fig = charts.positional_matrix(demo.matrix, f"M_{k}: one 2×2 rotation per frequency pair ({d_model}×{d_model})")
+    fig.update_xaxes(title_text="input dimension")
+    fig.update_yaxes(title_text="output dimension")
+    concept_ui.heatmap(fig, demo.matrix, [str(d) for d in range(d_model)], [str(d) for d in range(d_model)],
+                       f"sinusoidal_rotation_k{k}_d{d_model}", "pe-rotation")
+
+
+sinusoidal_explorer()
+
+# ----------------------------------------------------------------------------------------- 3 the model's own
+st.header(f"3 · The encodings inside the {bundle.name} model", divider="gray")
+kind, own = model_positions(bundle.model, "src")
+if kind == "none":
+    st.info("This model was trained without positional encodings: its encoder sees only a bag of tokens.")
+else:
+    st.markdown(
+        f"This model uses **{kind}** encodings, {cfg.max_len} positions × {cfg.d_model} dimensions"
+        + (" — the same formula as above." if kind == "sinusoidal" else
+           ": one vector per position, learned in training like any other weight.")
+    )
+    fig = charts.positional_matrix(own, f"{bundle.name} · its {kind} encodings (source side)")
+    concept_ui.heatmap(fig, own, [str(p) for p in range(cfg.max_len)], [str(d) for d in range(cfg.d_model)],
+                       f"{task.name}_positional_{kind}", "pe-own")
+
+examples = task.examples()
+repeated = next((e for e in examples if len(set(e)) < len(e)), examples[0])  # shows same token, new position
+text = st.text_input(f"An input for the {task.title.lower()} model", repeated, key=f"pe_input:{task.name}")
+try:
+    pieces, record = source_embedding(key, text)
+except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
+    st.error(f"This input cannot be used: {exc}", icon=":material/error:")
+    st.stop()
+labels = charts.token_labels(pieces)
+st.markdown("What the first encoder layer receives for this input, read from the trace of a real forward pass: "
+            "the token's embedding (scaled by √d_model) plus its position's vector.")
+fig = charts.embedding_sum(record.tokens[0].numpy(), record.positions[0].numpy(), labels)
+display.show_figure(fig, f"{task.name}_embedding_sum", key="fig-pe-sum")
+st.caption("A token that appears twice gets the same embedding both times (left) but a different sum (right): "
+           "that difference is all the encoder knows about order.")
+
+
+# ----------------------------------------------------------------------------------------- 4 no positions
+def cross_view(result: DecodeResult, layer: int, head: int | None, what: str, stem: str) -> None:
+    """One cross-attention head (or the layer's head average) of a decode, with its output."""
+    cross = result.cross[layer]
+    weights = (cross.mean(0) if head is None else cross[head]).numpy()
+    title = charts.attention_title("cross", layer, head, extra=what if head is not None else f"mean of heads · {what}")
+    rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
+    fig = charts.attention_heatmap(weights, rows, cols, title)
+    concept_ui.heatmap(fig, weights, rows, cols, stem, f"pe-cross-{what}", concept_ui.HALF_WIDTH)
+
+
+@st.fragment
+def without_positions() -> None:
+    st.header("4 · Decode without positions", divider="gray")
+    st.markdown(
+        "Switch the positional term off (encoder and decoder) and decode the same input with the same weights. "
+        "The encoder then sees a bag of letters: a letter gets the same vector wherever it stands, and the "
+        "decoder cannot tell which step it is on. It can still find letters, but not their order — so a "
+        "reversal model fails, and its cross-attention loses the anti-diagonal."
+    )
+    if not st.toggle("Decode without positions", key="pe_no_positions"):
+        st.info("Turn the switch on to compare the normal decode with a decode without positions.",
+                icon=":material/waves:")
+        return
+    normal, blind = decode(key, text, True), decode(key, text, False)
+    try:
+        expected = task.target(text)
+    except ValueError:
+        expected = None
+    alignment = task.alignment(text) if expected is not None else None
+    found = best_aligned_head(normal.cross.numpy(), alignment)
+    layer, head = found if found else (cfg.n_dec_layers - 1, None)
+    c1, c2 = st.columns(2)
+    for col, result, what in ((c1, normal, "with positions"), (c2, blind, "without positions")):
+        with col:
+            verdict = "" if expected is None else (" ✓ correct" if result.output_text == expected else " ✗ wrong")
+            st.markdown(f"**{what.capitalize()}:** `{result.output_text}`{verdict}")
+            cross_view(result, layer, head, what, f"{task.name}_cross_{what.replace(' ', '-')}")
+            if found:
+                steps = min(len(alignment), len(result.steps))
+                score = float(alignment_score(result.cross[layer, head].numpy(), alignment[:steps]))
+                st.caption(f"Mean weight on the source token each step should read: **{score:.0%}**")
+    if found:
+        st.caption(f"Layer {layer + 1}, head {head + 1}: the head whose cross-attention best follows the "
+                   "expected alignment in the normal decode, shown for both. Rows: the token written at each "
+                   "step; columns: the source tokens.")
+
+
+without_positions()

@@ -1,0 +1,68 @@
+"""The home page (AppTest): attention on the first screen (against a decode done here), the architecture of
+the active model, one card per page, and a message for bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pages.common.models import ASSETS
+from plotly_specs import spec, title, z
+from transformer.checkpoints import load_bundle
+from transformer.decoding import greedy_decode
+
+CHECKPOINT = ASSETS / "reverse.safetensors"
+INPUT = "home_input:reverse"
+pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped model {CHECKPOINT} is missing")
+
+
+@pytest.fixture
+def home(app):
+    return app()  # the default page
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return load_bundle(CHECKPOINT)
+
+
+def test_default_page_shows_cross_attention_of_an_example(home, bundle):
+    assert home.title[0].value == "Attention Playground" and home.get("latex")
+    text = home.text_input(key=INPUT).value
+    assert text == bundle.task.examples()[0]
+    result = greedy_decode(bundle.model, bundle.tokenizer, text)
+    assert any(f"`{result.output_text}`" in m.value for m in home.markdown)
+    assert any(m.value == "✓ correct" for m in home.markdown)
+    shown = z(home, "fig-home-cross")
+    assert shown.shape == (len(result.steps), len(text) + 1)
+    layer, head = (int(n) - 1 for n in title(home, "fig-home-cross").replace("·", " ").split() if n.isdigit())
+    np.testing.assert_allclose(shown, result.cross[layer, head].numpy(), atol=1e-5)
+    n = len(text)
+    assert np.mean([shown[t, n - 1 - t] for t in range(n)]) > 0.5  # the reversal's anti-diagonal, at once
+
+
+def test_architecture_is_drawn_from_the_active_model(home, bundle):
+    cfg = bundle.config
+    fig = spec(home, "fig-home-arch")
+    texts = " ".join(a["text"] for a in fig["layout"]["annotations"])
+    assert f"×{cfg.n_enc_layers}<br>encoder" in texts and f"×{cfg.n_dec_layers}<br>decoder" in texts
+    assert f"{cfg.n_heads} heads × {cfg.d_model // cfg.n_heads} dims" in texts
+    assert f"{cfg.d_model} → {cfg.d_ff} → {cfg.d_model}" in texts
+    assert "Cross-attention" in texts and "Masked self-attention" in texts
+
+
+def test_one_card_per_page_with_something_to_try(home):
+    links = [el.proto for el in home.get("page_link")]
+    assert [link.page for link in links] == ["decode", "attention", "masks", "positions", "train", "checkpoints"]
+    assert all(link.page_script_hash for link in links)  # each resolves to a registered page
+    tries = [c.value for c in home.caption if c.value.startswith("Try:")]
+    assert len(tries) == 6
+
+
+@pytest.mark.parametrize("text, message", [("Hello!", "'!', 'H'"), ("", "empty")])
+def test_bad_input_shows_a_message_and_the_rest_of_the_page(home, text, message):
+    home.text_input(key=INPUT).set_value(text).run()
+    assert not home.exception
+    assert any(message in e.value for e in home.error), [e.value for e in home.error]
+    assert spec(home, "fig-home-arch") and len(home.get("page_link")) == 6
+    assert not [el for el in home.get("plotly_chart") if el.proto.id.endswith("fig-home-cross")]
