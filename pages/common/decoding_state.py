@@ -21,7 +21,7 @@ STEP = "decode_step"  # 0-based step shown; None until the decode of a new input
 FORCED = "decode_forced"  # {step: token id} forced for the current (model, input)
 OWNER = "decode_owner"  # (model key, input) that STEP and FORCED belong to
 MODEL = "decode_model"  # the model key TEXT was chosen for
-INPUT_BOX, STEP_SLIDER = "decode_input_box", "decode_step_slider"  # widget keys
+INPUT_BOX, STEP_SLIDER, EXAMPLES = "decode_input_box", "decode_step_slider", "decode_examples"  # widget keys
 TOPK = 5
 
 
@@ -67,6 +67,12 @@ def set_text(text: str) -> None:
 def text_from_box() -> None:
     """on_change of the input box: it holds the new input."""
     set_text(st.session_state[INPUT_BOX])
+
+
+def text_from_example() -> None:
+    """on_change of the example pills (clicking the selected one again deselects it: keep the text then)."""
+    if st.session_state[EXAMPLES] is not None:
+        set_text(st.session_state[EXAMPLES])
 
 
 def own(key: str, text: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import NamedTuple
 
 import streamlit as st
 
@@ -29,18 +30,29 @@ CHIP_STYLES = {
 FORCED_RING = "box-shadow:0 0 0 2px #D55E00;"  # added to any chip whose token was forced
 
 
-def chips(items: list[tuple[str, str, str]]) -> str:
-    """HTML for a row of token chips from (piece, style name, tooltip) triples; forced tokens get a ⚑."""
+class Chip(NamedTuple):
+    piece: str
+    style: str  # a key of CHIP_STYLES
+    tip: str  # hover text
+    forced: bool = False
+
+
+def chips(items: list[Chip]) -> str:
+    """HTML for a row of token chips; forced tokens get a ring and a ⚑."""
     out = []
-    for piece, style, tip in items:
-        forced = "forced" in tip
-        css = CHIP + CHIP_STYLES[style] + (FORCED_RING if forced else "")
-        text = ("⚑ " if forced else "") + display_piece(piece)
-        out.append(f'<span style="{css}" title="{html.escape(tip)}">{text}</span>')
+    for chip in items:
+        css = CHIP + CHIP_STYLES[chip.style] + (FORCED_RING if chip.forced else "")
+        text = ("⚑ " if chip.forced else "") + display_piece(chip.piece)
+        out.append(f'<span style="{css}" title="{html.escape(chip.tip)}">{text}</span>')
     return "".join(out)
 
 
-def chip_row(label: str, items: list[tuple[str, str, str]]) -> None:
+def step_chip(step, style: str, tip: str) -> Chip:
+    return Chip(step.piece, style, f"step {step.index + 1}" + (" (forced)" if step.forced else "") + tip,
+                step.forced)
+
+
+def chip_row(label: str, items: list[Chip]) -> None:
     st.markdown(f'<div style="margin:0 0 2px 0"><span style="color:#555;font-size:0.9rem;display:inline-block;'
                 f'width:8.5rem">{label}</span>{chips(items)}</div>', unsafe_allow_html=True)
 
@@ -81,16 +93,11 @@ def input_section(key: str, bundle) -> str:
     text_col.text_input(
         "Input", key=state.INPUT_BOX, on_change=state.text_from_box,
         help=f"{task.description} The model reads at most {bundle.config.max_len - 1} tokens.")
-    st.session_state["decode_examples"] = st.session_state[state.TEXT] if st.session_state[
-        state.TEXT] in examples else None
-    example_col.pills("Examples (held out from training)", examples, key="decode_examples",
-                      on_change=pick_example)
-    return st.session_state[state.TEXT]
-
-
-def pick_example() -> None:
-    if st.session_state["decode_examples"] is not None:
-        state.set_text(st.session_state["decode_examples"])
+    text = st.session_state[state.TEXT]
+    st.session_state[state.EXAMPLES] = text if text in examples else None  # highlight the example in use
+    example_col.pills("Examples (held out from training)", examples, key=state.EXAMPLES,
+                      on_change=state.text_from_example)
+    return text
 
 
 def step_controls(n_steps: int, t: int) -> None:
@@ -112,13 +119,11 @@ def step_controls(n_steps: int, t: int) -> None:
 
 def token_strips(result: DecodeResult, t: int) -> None:
     """The source, and the decoder's tokens: what it has read (prefix), chosen now, and will write later."""
-    chip_row("Source (encoder)", [(p, "plain", f"source position {i}") for i, p in enumerate(result.source_pieces)])
-    prefix = result.prefix_pieces
-    items = [(prefix[0], "plain", "position 0: start of the output")]
+    chip_row("Source (encoder)", [Chip(p, "plain", f"source position {i}") for i, p in enumerate(result.source_pieces)])
+    items = [Chip(result.prefix_pieces[0], "plain", "position 0: start of the output")]
     for i, step in enumerate(result.steps):
         style = "plain" if i < t else "chosen" if i == t else "future"
-        tip = f"step {i + 1}" + (" (forced)" if step.forced else "") + (": chosen now" if i == t else "")
-        items.append((step.piece, style, tip))
+        items.append(step_chip(step, style, ": chosen now" if i == t else ""))
     chip_row("Decoder", items)
     st.caption(f"At step {t + 1} the decoder reads `<s>` and the {t} token(s) before the highlighted one; the "
                "dashed ones come later. ⚑ marks a token you forced.")
@@ -154,8 +159,8 @@ def force_panel(tokenizer, result: DecodeResult, t: int) -> None:
 def output_chips(result: DecodeResult, other: DecodeResult) -> str:
     """Chips of the output tokens, shading those that differ from `other`'s at the same step."""
     theirs = other.output_ids
-    return chips([(step.piece, "differs" if i >= len(theirs) or theirs[i] != step.token else "plain",
-                   f"step {i + 1}" + (" (forced)" if step.forced else "")) for i, step in enumerate(result.steps)])
+    return chips([step_chip(step, "differs" if i >= len(theirs) or theirs[i] != step.token else "plain", "")
+                  for i, step in enumerate(result.steps)])
 
 
 def output_line(name: str, result: DecodeResult, answer: str | None) -> str:
@@ -166,7 +171,7 @@ def output_line(name: str, result: DecodeResult, answer: str | None) -> str:
 def outcome(result: DecodeResult, greedy: DecodeResult, answer: str | None, why: str) -> None:
     """The finished output against the expected answer; with forcing, greedy and forced one above the other,
     the tokens where they differ shaded."""
-    if result is greedy:
+    if not any(step.forced for step in result.steps):
         st.markdown(output_line("Output", greedy, answer))
     else:
         for name, mine, other in (("Greedy", greedy, result), ("With forcing", result, greedy)):
@@ -182,7 +187,7 @@ def outcome(result: DecodeResult, greedy: DecodeResult, answer: str | None, why:
 
 
 def step_charts(bundle, result: DecodeResult, t: int) -> None:
-    """This step's top-k bar, then its cross- and decoder self-attention, every layer and head as a row."""
+    """This step's top-k next-token bar, the chosen token highlighted."""
     step, task = result.steps[t], bundle.task.name
     fig = topk_bar([c.piece for c in step.topk], [c.prob for c in step.topk], chosen=step.piece,
                    title=f"Next-token probabilities · step {t + 1}")
@@ -192,6 +197,7 @@ def step_charts(bundle, result: DecodeResult, t: int) -> None:
 
 
 def attention_charts(bundle, result: DecodeResult, t: int) -> None:
+    """This step's cross- and decoder self-attention, every layer and head as a row, with their numbers."""
     step, task = result.steps[t], bundle.task.name
     keys = {"cross": result.source_pieces, "decoder_self": result.prefix_pieces[: t + 1]}
     rows = {"cross": step.cross_attention, "decoder_self": step.self_attention}
@@ -245,12 +251,12 @@ def beam_panel(key: str, version: int, text: str, bundle, greedy: DecodeResult) 
         with column.container(border=True):
             st.markdown(f"**{name}**")
             st.markdown(f"`{output or '(empty)'}` {verdict(output, answer)}")
-            st.markdown(f"total log-probability **{score:.3f}** (probability {pct(math.exp(score))})")
+            st.markdown(f"total log-probability **{score:.4g}** (probability {pct(math.exp(score))})")
     if beam.text == greedy.output_text:
         st.caption(":material/check: Both find the same output.")
     else:
         st.markdown(":orange-badge[:material/compare_arrows: different outputs] beam search found a sequence "
-                    f"whose total log-probability differs by {beam.score - greedy.score:+.3f}.")
+                    f"whose total log-probability differs by {beam.score - greedy.score:+.4g}.")
 
 
 def main() -> None:

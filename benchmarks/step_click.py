@@ -1,0 +1,238 @@
+"""Server time of a step click on the decode page (issue 3: <= 100 ms). Prints JSON.
+
+On the shipped `reverse` model and its first example input, two ways in one run. Streamlit's ScriptRunner
+is wrapped to time each script or fragment run: wall time, and the CPU time of the thread that ran it
+(a fair figure on a busy machine, where other processes stretch the wall time).
+
+AppTest (no browser), which reruns the whole script (sidebar included) on every click:
+  apptest.first_open_ms     opening the decode page on empty caches: model load, first traced decode, render
+  apptest.step_click_ms     "Next"/"Prev" clicks after warm-up: the decode is cached, the page only re-renders
+  apptest.force_click_ms    forcing another token: one new traced decode, then the render
+  greedy_decode_ms          the library call alone (greedy_decode with trace), for comparison
+
+A real server driven by Chromium (skipped when Chromium or Playwright is missing), where a step click reruns
+only the page's step fragment. The server runs in a child process with the same timing, so the figures are
+server time, not the browser's painting:
+  server.first_open_ms      the first run of /decode on a fresh server (cold caches)
+  server.step_click_ms      fragment reruns caused by clicking "Next"
+and the same again on a server with runner.postScriptGC = false: Streamlit's default full garbage
+collection after every run walks the whole heap (torch, plotly, pandas loaded), which is most of a click.
+
+    python benchmarks/step_click.py [--clicks 20] [--repeats 5] [--no-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the app sets it (pages/common/runtime.py)
+
+BUDGET_MS = 100.0
+PAGE = "pages/explore/decode.py"
+CHECKPOINT = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
+# Streamlit runs gc.collect() after every script or fragment run by default; the peer server turns it off.
+NO_GC = {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "false"}
+
+
+def timed_ms(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 1), "max": round(max(values), 1), "n": len(values)}
+
+
+def time_script_runs(record) -> None:
+    """Wrap Streamlit's ScriptRunner so that every script or fragment run calls `record(entry)` with its wall
+    time and the CPU time of the thread that ran it (which other processes on a busy machine do not inflate)."""
+    from streamlit.runtime.scriptrunner import script_runner
+
+    run_script = script_runner.ScriptRunner._run_script
+
+    def timed_run(self, rerun_data):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return run_script(self, rerun_data)
+        finally:
+            record({"ms": (time.perf_counter() - wall) * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
+                    "fragment": bool(rerun_data.fragment_id_queue)})
+
+    script_runner.ScriptRunner._run_script = timed_run
+
+
+def run_summary(entries: list[dict]) -> dict:
+    return {"wall": summary([e["ms"] for e in entries]), "cpu": summary([e["cpu_ms"] for e in entries])}
+
+
+# ------------------------------------------------------------------------------------------------ AppTest
+
+
+def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from pages.common import decoding_state as state
+
+    entries: list[dict] = []
+    time_script_runs(entries.append)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()  # the home page: imports and the sidebar are paid here, not in first_open
+    at.switch_page(PAGE)
+    at.run()
+    if at.exception:
+        raise SystemExit(f"the decode page failed: {[e.value for e in at.exception]}")
+    first_open = entries[-1]
+
+    steps, key = [], "decode_next"  # walk to the last step and back; the first two clicks warm up
+    for _ in range(clicks + 2):
+        if at.button(key=key).disabled:
+            key = "decode_prev" if key == "decode_next" else "decode_next"
+        before = at.session_state[state.STEP]
+        at.button(key=key).click().run()
+        steps.append(entries[-1])
+        assert at.session_state[state.STEP] != before and not at.exception
+
+    forces = []  # force the default alternative at steps 1, 2, ...: each a new decode, never a cache hit
+    for step in range(repeats):
+        if at.session_state[state.FORCED]:
+            at.button(key="decode_reset").click().run()
+        at.slider(key=state.STEP_SLIDER).set_value(step + 1).run()
+        at.button(key="decode_force").click().run()
+        forces.append(entries[-1])
+        assert at.session_state[state.FORCED] and not at.exception
+    figures = {"first_open_ms": {k: round(first_open[k], 1) for k in ("ms", "cpu_ms")},
+               "step_click_ms": run_summary(steps[2:]), "force_click_ms": run_summary(forces)}
+    return figures, at.session_state[state.TEXT]
+
+
+# ------------------------------------------------------------------------------------------ a real server
+
+
+def serve(port: int, log: str) -> None:
+    """Child process: Streamlit's CLI on app.py, every script/fragment run's times appended to `log`."""
+    from streamlit.web.cli import main as streamlit_cli
+
+    def record(entry: dict) -> None:
+        with open(log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    time_script_runs(record)
+    os.chdir(ROOT)
+    streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1",
+                   f"--server.port={port}", "--browser.gatherUsageStats=false"])
+
+
+def runs(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def server_figures(clicks: int, env: dict[str, str]) -> dict:
+    """Open /decode first on a fresh server (its environment updated with `env`), then click Next `clicks`
+    times (going back to the first step at the end)."""
+    import urllib.request
+
+    from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, wait_for_app
+    from playwright.sync_api import sync_playwright
+
+    port, log = _free_port(), Path(tempfile.mkdtemp()) / "runs.jsonl"
+    child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(log)],
+                             env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.3)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            pg = browser.new_page(viewport={"width": 1400, "height": 900})
+            pg.goto(f"http://127.0.0.1:{port}/decode")
+            wait_for_app(pg)
+            pg.locator(".js-plotly-plot").nth(2).wait_for()
+            first_open = runs(log)[-1]
+            if pg.get_by_role("dialog").count():
+                pg.keyboard.press("Escape")
+            pg.locator(".st-key-decode_first button").click()
+            wait_for_app(pg)
+            done = len(runs(log))
+            for _ in range(clicks):
+                if pg.locator(".st-key-decode_next button").is_disabled():
+                    pg.locator(".st-key-decode_first button").click()
+                    wait_for_app(pg)
+                    continue
+                pg.locator(".st-key-decode_next button").click()
+                wait_for_app(pg)
+            browser.close()
+        fragment_runs = [r for r in runs(log)[done:] if r["fragment"]]
+        return {"first_open_ms": {k: round(first_open[k], 1) for k in ("ms", "cpu_ms")},
+                "step_click_ms": run_summary(fragment_runs)}
+    finally:
+        child.terminate()
+        child.wait(10)
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clicks", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-browser", action="store_true", help="skip the real-server measurement")
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "LOG"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        return serve(int(args.serve[0]), args.serve[1])
+    if not CHECKPOINT.exists():
+        raise SystemExit(f"missing {CHECKPOINT}: train the shipped reverse model first")
+
+    from pages.common.decoding_state import TOPK
+    from transformer.checkpoints import load_bundle
+    from transformer.decoding import greedy_decode
+
+    apptest, text = apptest_figures(args.clicks, args.repeats)
+    bundle = load_bundle(CHECKPOINT)
+    library = [timed_ms(lambda: greedy_decode(bundle.model, bundle.tokenizer, text, k=TOPK))
+               for _ in range(args.repeats + 1)][1:]
+    browser_ok = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")).exists() and not args.no_browser
+    skipped = "skipped (no Chromium, or --no-browser)"
+    server = server_figures(args.clicks, {}) if browser_ok else skipped
+    no_gc = server_figures(args.clicks, NO_GC) if browser_ok else skipped
+    cfg = bundle.config
+    medians = [apptest["step_click_ms"]["cpu"]["median"]] + (
+        [server["step_click_ms"]["cpu"]["median"]] if browser_ok else [])
+    print(json.dumps({
+        "model": f"reverse {cfg.n_enc_layers}+{cfg.n_dec_layers} layers x {cfg.n_heads} heads, d_model {cfg.d_model}",
+        "input": text,
+        "greedy_decode_ms": summary(library),
+        "apptest": apptest,
+        "server": server,
+        "server_without_post_script_gc": no_gc,
+        "budget_ms": BUDGET_MS,
+        "step_click_cpu_within_budget": max(medians) <= BUDGET_MS,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
