@@ -1,0 +1,25 @@
+"""transformer.eval_examples: the worked examples behind an evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transformer.checkpoints import load_bundle
+from transformer.decoding import greedy_decode
+from transformer.eval_examples import decode_examples
+
+REVERSE = Path(__file__).resolve().parents[1] / "assets" / "checkpoints" / "reverse.safetensors"
+
+
+@pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")
+def test_decode_examples_agree_with_step_by_step_decoding():
+    bundle = load_bundle(REVERSE)
+    pairs = bundle.task.pairs(12, 5, "heldout") + [("ab", "notreversed")]
+    examples = decode_examples(bundle, pairs)
+    assert [(e.source, e.expected) for e in examples] == pairs
+    for e in examples:
+        assert e.output == greedy_decode(bundle.model, bundle.tokenizer, e.source).output_text
+        assert e.correct == (e.output == e.expected)
+    assert not examples[-1].correct and decode_examples(bundle, []) == []
