@@ -1,0 +1,98 @@
+"""Uploaded checkpoints: every file is untrusted. A refused file changes nothing (the active model stays);
+an accepted one joins this session's models and becomes active. Each upload is handled once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import streamlit as st
+
+from transformer.bundle import ModelBundle
+from transformer.checkpoints import CheckpointError, load_bundle, load_state_dict_file
+
+from . import models
+
+UPLOAD_LIMIT_MB = 20  # the same as server.maxUploadSize in .streamlit/config.toml (a test keeps them equal)
+UPLOAD_LIMIT = UPLOAD_LIMIT_MB * 2**20
+CHECKPOINT_TYPES = ["safetensors", "pt"]
+MAX_UPLOADED_MODELS = 8  # per session: each one is held in this server's memory until the tab closes
+OUTCOME = "upload_outcome"  # session_state: the outcome of the last upload handled
+
+
+@dataclass(frozen=True)
+class UploadOutcome:
+    upload_id: tuple  # (checkpoint file_id, config file_id or None): what was handled
+    ok: bool
+    message: str
+    key: str | None = None  # the new model's entry key when accepted
+
+
+def _metadata(config: bytes | None) -> dict | None:
+    """The JSON metadata given beside a bare .pt state dict (None if none was given)."""
+    if config is None:
+        return None
+    if len(config) > UPLOAD_LIMIT:
+        raise CheckpointError("the config file is too large")
+    try:
+        data = json.loads(config)
+    except (ValueError, RecursionError):
+        raise CheckpointError("the config file is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise CheckpointError("the config file must hold a JSON object with config, tokenizer and task")
+    return data
+
+
+def load_upload(name: str, data: bytes, config: bytes | None = None) -> ModelBundle:
+    """A model from an uploaded file: `.safetensors`, or `.pt` (its metadata inside, or `config` JSON bytes
+    beside a bare state dict). Named after the file. Raises CheckpointError saying what is wrong."""
+    if len(data) > UPLOAD_LIMIT:
+        raise CheckpointError(f"the file is {len(data) / 2**20:.1f} MB; uploads are limited to {UPLOAD_LIMIT_MB} MB")
+    suffix = Path(name).suffix.lower()
+    if suffix == ".safetensors":
+        bundle = load_bundle(data, max_bytes=UPLOAD_LIMIT)
+    elif suffix == ".pt":
+        bundle = load_state_dict_file(data, _metadata(config), max_bytes=UPLOAD_LIMIT)
+    else:
+        raise CheckpointError("only .safetensors and .pt checkpoints can be uploaded")
+    return replace(bundle, card=bundle.card | {"name": Path(name).stem})
+
+
+def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: tuple = ()) -> UploadOutcome:
+    """Load an uploaded file and, if it is sound, add it to this session's models as the active one.
+    Call from a widget callback: it may set the active model, whose picker renders before the page."""
+    try:
+        uploaded = sum(entry.origin == "uploaded" for entry in models.entries().values())
+        if uploaded >= MAX_UPLOADED_MODELS:
+            raise CheckpointError(f"this session already holds {uploaded} uploaded models; remove one first")
+        bundle = load_upload(name, data, config)
+    except CheckpointError as exc:
+        return UploadOutcome(upload_id, False, f"“{name}” was refused: {exc}. Nothing was changed: the active "
+                                               "model is still the one in the sidebar.")
+    key = models.add_session_model(bundle, "uploaded")
+    return UploadOutcome(upload_id, True, f"“{name}” loaded as “{bundle.name}”: {bundle.task.title.lower()}, "
+                                          f"{bundle.model.num_parameters():,} parameters. It is now the active model "
+                                          "on every page.", key)
+
+
+def handle(file, config_file=None) -> UploadOutcome | None:
+    """The uploader widgets' callback body: handle `file` (an UploadedFile) with the optional JSON
+    `config_file` once; a rerun, or a config added beside a .safetensors file, does not add it again.
+    Returns the new outcome, or None when there was nothing new to do."""
+    if file is None:
+        return None
+    use_config = config_file is not None and file.name.lower().endswith(".pt")
+    upload_id = (file.file_id, config_file.file_id if use_config else None)
+    previous = st.session_state.get(OUTCOME)
+    if previous is not None and previous.upload_id == upload_id:
+        return None
+    outcome = add_upload(file.name, file.getvalue(), config_file.getvalue() if use_config else None, upload_id)
+    st.session_state[OUTCOME] = outcome
+    return outcome
+
+
+def shown_outcome(file) -> UploadOutcome | None:
+    """The outcome to show while its file is still in the uploader."""
+    outcome = st.session_state.get(OUTCOME)
+    return outcome if file is not None and outcome is not None and outcome.upload_id[0] == file.file_id else None
