@@ -69,8 +69,8 @@ def test_rotation_demo_is_exact_to_rounding_and_block_diagonal(page):
         blocks = np.kron(np.eye(d // 2), np.ones((2, 2))).astype(bool)
         assert np.abs(m[~blocks]).max() == 0
         w = 10000 ** (-2 / d)  # the second pair's frequency
-        np.testing.assert_allclose(m[2:4, 2:4], [[math.cos(k * w), math.sin(k * w)], [-math.sin(k * w), math.cos(k * w)]],
-                                   atol=1e-6)
+        c, s = math.cos(k * w), math.sin(k * w)
+        np.testing.assert_allclose(m[2:4, 2:4], [[c, s], [-s, c]], atol=1e-6)
         pe = formula(200 + k + 1, d)
         np.testing.assert_allclose(pe[[3, 50, 200]] @ m.T, pe[[3 + k, 50 + k, 200 + k]], atol=1e-4)
 

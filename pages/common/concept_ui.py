@@ -8,7 +8,6 @@ import streamlit as st
 
 from . import display, models
 
-
 COLORBAR_PX = 120  # what transformer.charts' matrix layout reserves right of the cells
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 
@@ -43,6 +42,11 @@ def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
         goal = short + (long_ - short) * i / (n - 1)
         picked.insert(-1, min((e for e in ordered if e not in picked), key=lambda e: abs(len(e) - goal)))
     return picked
+
+
+def output(text: str) -> str:
+    """A model's output for markdown: in code style, or a note when it is empty."""
+    return f"`{text}`" if text else "*(nothing: it ended with `</s>` at once)*"
 
 
 def active_model():

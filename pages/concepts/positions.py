@@ -193,7 +193,7 @@ def without_positions() -> None:
     for col, result, what in ((c1, normal, "with positions"), (c2, blind, "without positions")):
         with col:
             verdict = "" if expected is None else (" ✓ correct" if result.output_text == expected else " ✗ wrong")
-            st.markdown(f"**{what.capitalize()}:** `{result.output_text}`{verdict}")
+            st.markdown(f"**{what.capitalize()}:** {concept_ui.output(result.output_text)}{verdict}")
             cross_view(result, layer, head, what, f"{task.name}_cross_{what.replace(' ', '-')}")
             if found:
                 steps = min(len(alignment), len(result.steps))

@@ -62,7 +62,7 @@ with left:
         st.error(f"This input cannot be decoded: {exc}", icon=":material/error:")
         result = None
     if result is not None:
-        st.markdown(f"**Output:** `{result.output_text}`")
+        st.markdown(f"**Output:** {concept_ui.output(result.output_text)}")
         try:
             expected = task.target(text)
             st.markdown("✓ correct" if result.output_text == expected else f"✗ the right answer is `{expected}`")
