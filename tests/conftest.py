@@ -142,8 +142,24 @@ def wait_for_app(pg, timeout: float = 60_000) -> None:
     pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=timeout)
 
 
+def open_app_page(pg, url: str, timeout: float = 120_000) -> None:
+    """Open `url`, wait for the run to finish, and check Streamlit raised no "Page not found" notice (a fresh
+    server's first request used to: see pages/common/legacy_entry.py) and that app.py's sidebar rendered."""
+    pg.goto(url)
+    wait_for_app(pg, timeout)
+    dialogs = pg.get_by_role("dialog")
+    assert not dialogs.count(), dialogs.first.inner_text()
+    assert pg.locator("[data-testid=stSidebar]").get_by_text("Active model").is_visible()
+
+
 def screenshot(pg, name: str) -> Path:
+    """The whole page: Streamlit scrolls inside its main area, so grow the viewport to the content first."""
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
+    viewport = pg.viewport_size
+    height = pg.evaluate("(document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
+    pg.set_viewport_size({"width": viewport["width"], "height": max(viewport["height"], height + 40)})
+    pg.wait_for_timeout(500)
     pg.screenshot(path=str(path), full_page=True)
+    pg.set_viewport_size(viewport)
     return path

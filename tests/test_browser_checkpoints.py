@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, screenshot, wait_for_app
+from conftest import ROOT, open_app_page, screenshot, wait_for_app
 from transformer.checkpoints import list_checkpoints, load_bundle
 from transformer.decoding import greedy_decode
 
@@ -18,17 +18,6 @@ ROW_PX = 35  # st.dataframe's header and row height
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")]
-
-
-def tall_screenshot(pg, name: str) -> Path:
-    """Streamlit scrolls inside its main area, so grow the viewport to the content for a whole-page shot."""
-    height = pg.evaluate("Math.max(...[...document.querySelectorAll("
-                         "'[data-testid=stMain], [data-testid=stSidebarContent]')].map(e => e.scrollHeight))")
-    pg.set_viewport_size({"width": 1400, "height": max(900, height + 40)})
-    pg.wait_for_timeout(400)
-    path = screenshot(pg, name)
-    pg.set_viewport_size({"width": 1400, "height": 900})
-    return path
 
 
 def settle(pg) -> None:
@@ -58,11 +47,7 @@ def inspect(pg, label: str) -> None:
 
 def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path):
     pg = page
-    pg.goto(f"{fresh_server.url}/checkpoints")
-    wait_for_app(pg)
-    # A fresh server's first page URL raises Streamlit's "Page not found" dialog (reported; not this page's).
-    if pg.get_by_role("dialog").count():
-        pg.keyboard.press("Escape")
+    open_app_page(pg, f"{fresh_server.url}/checkpoints")
     pg.locator("[data-testid=stDataFrame]").first.wait_for()
     assert "reverse (pretrained)" in active_model(pg)
 
@@ -72,7 +57,7 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     success = pg.locator("[data-testid=stAlertContentSuccess]")
     assert "loaded as “my_reverse”" in success.inner_text()
     assert "my_reverse (uploaded)" in active_model(pg)
-    tall_screenshot(pg, "checkpoints_uploaded")
+    screenshot(pg, "checkpoints_uploaded")
 
     first = next(i.path.stem for i in list_checkpoints(REVERSE.parent) if i.error is None)
     grid = pg.locator("[data-testid=stDataFrame]").first.bounding_box()
@@ -107,7 +92,7 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     pg.locator(".st-key-ckpt_evaluate").get_by_role("button", name="Evaluate").click()
     settle(pg)
     assert pg.locator("[data-testid=stMetric]").count() == 3 and pg.locator("[data-testid=stTable]").count() == 1
-    tall_screenshot(pg, "checkpoints_refused_and_evaluated")
+    screenshot(pg, "checkpoints_refused_and_evaluated")
 
     pg.get_by_role("link", name="Step-by-step decoding").click()
     settle(pg)
@@ -117,4 +102,4 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     output = greedy_decode(reference.model, reference.tokenizer, example).output_text
     assert output == reference.task.target(example)
     assert f"<s>{output}</s>" in pg.locator("[data-testid=stMain]").inner_text()  # the decoder's own tokens
-    tall_screenshot(pg, "checkpoints_decode_with_upload")
+    screenshot(pg, "checkpoints_decode_with_upload")

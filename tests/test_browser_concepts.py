@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, screenshot, wait_for_app
+from conftest import ROOT, open_app_page, screenshot, wait_for_app
 
 REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 pytestmark = [pytest.mark.browser,
@@ -17,22 +17,9 @@ TITLES_JS = "() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].map
 
 
 def open_page(pg, url: str, heading: str) -> None:
-    pg.goto(url)
-    wait_for_app(pg, 120_000)
-    if pg.get_by_role("dialog").count():  # Streamlit's "Page not found" notice (see the report / decode test)
-        pg.keyboard.press("Escape")
+    open_app_page(pg, url)
     assert pg.get_by_role("heading", name=heading, exact=True).is_visible()
-    assert pg.locator("[data-testid=stSidebar]").get_by_text("Active model").is_visible()  # app.py ran too
     assert not pg.locator("[data-testid=stException]").count()
-
-
-def whole_page(pg, name: str) -> None:
-    """Streamlit scrolls inside its main area: grow the viewport to the content, shoot, shrink it back."""
-    height = pg.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
-    pg.set_viewport_size({"width": 1400, "height": max(900, height + 40)})
-    pg.wait_for_timeout(800)
-    screenshot(pg, name)
-    pg.set_viewport_size({"width": 1400, "height": 900})
 
 
 def toggle(pg, label: str) -> None:
@@ -42,14 +29,14 @@ def toggle(pg, label: str) -> None:
 
 
 def test_home_by_url_shows_attention_on_the_first_screen(fresh_server, page):
-    open_page(page, f"{fresh_server.url}/home", "Attention Playground")
+    open_page(page, f"{fresh_server.url}/", "Attention Playground")
     cross = page.locator(".js-plotly-plot").first
     box = cross.bounding_box()
     assert box is not None and box["y"] < 900  # attention is visible without scrolling
     assert page.locator(".js-plotly-plot .hm, .js-plotly-plot image").count() >= 1  # painted heatmap
     screenshot(page, "concepts-home-first-screen")
     assert page.get_by_role("link", name="Masks").count() >= 2  # sidebar entry and its card
-    whole_page(page, "concepts-home")
+    screenshot(page, "concepts-home")
 
 
 def test_masks_by_url_then_without_the_causal_mask(fresh_server, page):
@@ -57,12 +44,12 @@ def test_masks_by_url_then_without_the_causal_mask(fresh_server, page):
     titles = page.evaluate(TITLES_JS)
     assert any(t.startswith("Source padding mask") for t in titles)
     assert any("scores" in t for t in titles) and any("weights" in t for t in titles)
-    whole_page(page, "concepts-masks")
+    screenshot(page, "concepts-masks")
     toggle(page, "Remove the causal mask")
     assert any("no causal mask" in t for t in page.evaluate(TITLES_JS))
     changed = page.get_by_text(re.compile(r"\(\d+ of \d+ positions changed")).inner_text()
     assert not changed.split("(")[1].startswith("0 of")  # the table itself is a canvas
-    whole_page(page, "concepts-masks-no-causal")
+    screenshot(page, "concepts-masks-no-causal")
 
 
 def test_positions_by_url_then_without_positions(fresh_server, page):
@@ -71,7 +58,7 @@ def test_positions_by_url_then_without_positions(fresh_server, page):
     assert any(t.startswith("Sinusoidal encoding") for t in titles)
     assert any(t.startswith("M_5") for t in titles)
     assert page.get_by_text("max |M_k·PE(pos) − PE(pos + k)|").is_visible()
-    whole_page(page, "concepts-positions")
+    screenshot(page, "concepts-positions")
     toggle(page, "Decode without positions")
     assert page.get_by_text("✗ wrong").count() == 1 and page.get_by_text("✓ correct").count() == 1
-    whole_page(page, "concepts-positions-no-positions")
+    screenshot(page, "concepts-positions-no-positions")

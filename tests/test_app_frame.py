@@ -1,0 +1,41 @@
+"""The app frame: navigation, legacy-mode entry files, the shared sidebar."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from conftest import ROOT, open_app_page
+
+PAGES_DIR = ROOT / "pages"
+
+
+def page_url_paths() -> list[str]:
+    """The url_path of every st.Page in app.py, read from its source."""
+    tree = ast.parse((ROOT / "app.py").read_text())
+    return [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "Page" for kw in node.keywords if kw.arg == "url_path"]
+
+
+def test_every_page_url_has_a_legacy_entry_file_and_nothing_else_sits_in_pages():
+    urls = page_url_paths()
+    assert len(urls) == 6
+    entries = {p.stem for p in PAGES_DIR.glob("*.py")}
+    assert entries == set(urls)
+    for url in urls:
+        assert "run_app()" in (PAGES_DIR / f"{url}.py").read_text()
+
+
+def test_default_run_has_the_model_picker_and_a_card(app):
+    at = app()
+    picker = at.selectbox(key="active_model")
+    assert picker.value == "shipped:reverse"
+    assert {o for o in picker.options} >= {"reverse (pretrained)"}
+    assert any("Held-out exact match" in m.value for m in at.sidebar.markdown)
+
+
+@pytest.mark.browser
+def test_a_page_url_as_the_first_request_shows_that_page_without_a_not_found_notice(fresh_server, page):
+    open_app_page(page, f"{fresh_server.url}/positions")
+    assert page.get_by_role("heading", name="Positional encoding").is_visible()
