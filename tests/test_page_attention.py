@@ -1,0 +1,259 @@
+"""The all-heads attention page (AppTest): charts, their shapes and values against an independent traced
+recomputation, the pickers, per-head statistics, and bad input."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from transformer.checkpoints import load_bundle
+from transformer.decoding import greedy_batch, greedy_decode
+from transformer.export import image_export_available
+from transformer.headstats import alignment_score
+from transformer.masks import BOS, EOS, padding_mask
+from transformer.trace import AttentionTrace
+
+from conftest import ROOT
+from pages.common import models
+from pages.common.decoding_state import INPUT_BOX, MODEL, TEXT
+
+PAGE = "pages/explore/attention.py"
+CHECKPOINT = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
+pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason="the shipped reverse model is missing")
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return load_bundle(CHECKPOINT)
+
+
+def z_matrix(trace: dict) -> np.ndarray:
+    """A heatmap trace's z from the plotly spec: a typed array {dtype, bdata, shape} or nested lists."""
+    z = trace["z"]
+    if isinstance(z, dict):
+        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        return flat.reshape([int(n) for n in str(z["shape"]).split(",")])
+    return np.array(z, dtype=float)
+
+
+def figures(at) -> dict[str, dict]:
+    """Plotly specs on the page, keyed by title."""
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    return {spec["layout"]["title"]["text"]: spec for spec in specs}
+
+
+def figure(at, pattern: str) -> tuple[str, dict]:
+    """The one figure whose title matches `pattern` (a regular expression, from the start)."""
+    found = [(title, spec) for title, spec in figures(at).items() if re.match(pattern, title)]
+    assert len(found) == 1, (pattern, list(figures(at)))
+    return found[0]
+
+
+@torch.no_grad()
+def traced(bundle, text: str) -> dict[str, np.ndarray]:
+    """Independently: greedy output (no trace), then ONE teacher-forced traced pass over it."""
+    model, tokenizer = bundle.model.eval(), bundle.tokenizer
+    src = torch.tensor([tokenizer.encode(text) + [EOS]])
+    output = greedy_batch(model, src, model.config.max_len)[0].tolist()
+    output = output[: output.index(EOS) + 1] if EOS in output else output
+    tgt = torch.tensor([[BOS] + output[:-1]])
+    trace = AttentionTrace()
+    memory = model.encode(src, padding_mask(src), trace)
+    model.decode(memory, padding_mask(src), tgt, trace=trace)
+    return {kind: trace.weights(kind)[:, 0].numpy() for kind in ("encoder_self", "decoder_self", "cross")}
+
+
+def spec_heads(spec: dict) -> int:
+    """Heads across a head grid: one H tick per head."""
+    return len(spec["layout"]["xaxis"]["ticktext"])
+
+
+def picked(title: str) -> tuple[int, int]:
+    layer, head = re.search(r"layer (\d+) · head (\d+)", title).groups()
+    return int(layer) - 1, int(head) - 1
+
+
+def test_default_shows_the_shared_example_decoded_and_every_chart(app, bundle):
+    at = app(PAGE)
+    text = at.session_state[TEXT]
+    assert text == bundle.task.examples()[0]
+    assert at.text_input(key="attention_input").value == text
+    assert any("correct" in md.value for md in at.markdown)
+    titles = list(figures(at))
+    assert len(titles) == 4, titles
+    assert {t.split(" · ")[0] for t in titles} == {"Cross-attention"}
+    assert not at.error
+
+
+def test_grid_tiles_every_head_of_every_layer(app, bundle):
+    at = app(PAGE)
+    weights = traced(bundle, at.session_state[TEXT])["cross"]
+    layers, heads, queries, keys = weights.shape
+    assert (layers, heads) == (bundle.config.n_dec_layers, bundle.config.n_heads)
+    title, spec = figure(at, "Cross-attention · all")
+    grid = z_matrix(spec["data"][0])
+    assert grid.shape == (layers * (queries + 1) - 1, heads * (keys + 1) - 1)
+    np.testing.assert_allclose(grid[: queries, keys + 1: 2 * keys + 1], weights[0, 1], atol=1e-5)  # L1 H2
+    assert f"{layers} layers × {heads} heads" in title
+
+
+def test_large_heatmap_matches_a_traced_recomputation_and_starts_on_the_best_head(app, bundle):
+    at = app(PAGE)
+    text = at.session_state[TEXT]
+    weights = traced(bundle, text)["cross"]
+    title, spec = figure(at, r"Cross-attention · layer \d · head")
+    layer, head = picked(title)
+    np.testing.assert_allclose(z_matrix(spec["data"][0]), weights[layer, head], atol=1e-5)
+    scores = alignment_score(weights, bundle.task.alignment(text)[: weights.shape[2]])
+    assert (layer, head) == np.unravel_index(np.argmax(scores), scores.shape)
+    callout = at.success[0].value
+    assert f"Layer {layer + 1}, head {head + 1}" in callout and f"{scores.max():.0%}" in callout
+    assert scores.max() > 0.5
+    _, mean_spec = figure(at, f"Cross-attention · layer {layer + 1} · mean")
+    np.testing.assert_allclose(z_matrix(mean_spec["data"][0]), weights[layer].mean(0), atol=1e-5)
+
+
+def test_switching_kind_layer_and_head_changes_title_and_values(app, bundle):
+    at = app(PAGE)
+    weights = traced(bundle, at.session_state[TEXT])
+    at.segmented_control(key="attention_kind").set_value("encoder_self").run()
+    title, spec = figure(at, r"Encoder self-attention · layer \d · head")
+    layer, head = picked(title)
+    np.testing.assert_allclose(z_matrix(spec["data"][0]), weights["encoder_self"][layer, head], atol=1e-5)
+    at.selectbox(key="attention_layer_encoder_self").set_value(1).run()
+    at.selectbox(key="attention_head_encoder_self").set_value(2).run()
+    title, spec = figure(at, r"Encoder self-attention · layer \d · head")
+    assert title == "Encoder self-attention · layer 2 · head 3"
+    np.testing.assert_allclose(z_matrix(spec["data"][0]), weights["encoder_self"][1, 2], atol=1e-5)
+    assert not at.success  # the alignment callout belongs to cross-attention
+
+    at.segmented_control(key="attention_kind").set_value("decoder_self").run()
+    title, spec = figure(at, r"Decoder self-attention \(masked\) · layer \d · head")
+    layer, head = picked(title)
+    shown = z_matrix(spec["data"][0])
+    expected = weights["decoder_self"][layer, head]
+    below = np.tril(np.ones_like(expected, dtype=bool))
+    np.testing.assert_allclose(shown[below], expected[below], atol=1e-5)
+    assert np.isnan(shown[~below]).all()  # masked cells are drawn grey, never as a small number
+    _, grid_spec = figure(at, "Decoder self-attention \\(masked\\) · all")
+    size = expected.shape[0]
+    first_tile = z_matrix(grid_spec["data"][0])[:size, :size]
+    np.testing.assert_allclose(first_tile[below], weights["decoder_self"][0, 0][below], atol=1e-5)
+    assert np.isnan(first_tile[~below]).all()  # blank in the grid too
+
+
+def test_head_statistics_table_has_one_row_per_head(app, bundle):
+    at = app(PAGE)
+    table = at.dataframe[0].value
+    assert len(table) == bundle.config.n_dec_layers * bundle.config.n_heads
+    assert list(table.columns) == ["Layer", "Head", "Entropy (bits)", "Max weight", "Alignment"]
+    at.segmented_control(key="attention_kind").set_value("encoder_self").run()
+    table = at.dataframe[0].value
+    assert len(table) == bundle.config.n_enc_layers * bundle.config.n_heads
+    assert "Alignment" not in table.columns
+    _, spec = figure(at, "Encoder self-attention · per-head")
+    assert len(spec["data"]) == 2  # entropy and max weight panels only
+
+
+def test_input_is_shared_and_bad_input_gives_a_message(app):
+    at = app(PAGE)
+    at.text_input(key="attention_input").input("abc").run()
+    assert at.session_state[TEXT] == "abc"
+    assert any("`cba`" in md.value and "correct" in md.value for md in at.markdown)
+    _, spec = figure(at, "Cross-attention · all")
+    assert z_matrix(spec["data"][0]).shape[1] == (4 + 1) * spec_heads(spec) - 1
+    at.text_input(key="attention_input").input("Hello!").run()
+    assert not at.exception
+    assert at.error and "'!', 'H'" in at.error[0].value
+    assert not at.get("plotly_chart")
+    at.text_input(key="attention_input").input("").run()
+    assert not at.exception and "empty" in at.error[0].value
+
+
+def test_input_typed_on_the_decode_page_is_used(app):
+    at = app("pages/explore/decode.py")
+    at.text_input(key=INPUT_BOX).input("xyz").run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception
+    assert at.text_input(key="attention_input").value == "xyz"
+    assert any("`zyx`" in md.value for md in at.markdown)
+
+
+def test_every_chart_exports_under_a_meaningful_name(app):
+    at = app(PAGE)
+    names = {}
+    for el in at.get("plotly_chart"):
+        title = json.loads(el.proto.spec)["layout"]["title"]["text"]
+        names[title] = json.loads(el.proto.config)["toImageButtonOptions"]["filename"]
+    layer, head = picked(next(t for t in names if "· head" in t))
+    expected = [f"reverse_cross_L{layer + 1}H{head + 1}", f"reverse_cross_L{layer + 1}_mean",
+                "reverse_cross_all-heads", "reverse_cross_head-stats"]
+    assert sorted(names.values()) == sorted(expected)
+
+
+def download_labels(at) -> list[str]:
+    return [el.proto.label for el in at.get("download_button")]
+
+
+def test_grid_exports_as_one_image_or_says_why_it_cannot(app, monkeypatch):
+    at = app(PAGE)
+    labels = download_labels(at)
+    assert "Download all heads as HTML" in labels and "Numbers (CSV)" in labels
+    assert ("Download all heads as PNG" in labels) == image_export_available()[0]
+    monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
+    at.run()
+    labels = download_labels(at)
+    assert "Download all heads as PNG" not in labels and "Download all heads as HTML" in labels
+    assert any("/nonexistent/chromium" in info.value and "HTML" in info.value for info in at.info)
+
+
+def test_a_model_without_known_alignment_still_shows_every_head(app):
+    """An untrained session model of a task with no alignment: no callout, no alignment column, and the
+    unfinished decode is said so."""
+    from streamlit.testing.v1 import AppTest
+
+    from transformer.bundle import ModelBundle
+    from transformer.config import ModelConfig
+    from transformer.model import EncoderDecoder
+    from transformer.tasks import make_task
+
+    task = make_task("addition")
+    tokenizer = task.make_tokenizer()
+    torch.manual_seed(0)
+    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, n_enc_layers=1,
+                         n_dec_layers=3, d_model=16, n_heads=2, d_ff=32, max_len=8)
+    bundle = ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "tiny-addition"})
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state[models.SESSION_MODELS] = {"trained:tiny": ("trained", bundle)}
+    at.session_state[models.ACTIVE] = "trained:tiny"
+    at.session_state[MODEL] = "trained:tiny"  # the input was chosen for this model (as the decode page does)
+    at.session_state[TEXT] = "1+2"
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception and not at.error and not at.success
+    assert len(at.dataframe[0].value) == 3 * 2 and "Alignment" not in at.dataframe[0].value.columns
+    result = greedy_decode(bundle.model, tokenizer, "1+2")
+    _, spec = figure(at, "Cross-attention · all")
+    assert z_matrix(spec["data"][0]).shape == (3 * (len(result.steps) + 1) - 1, 2 * (len("1+2") + 2) - 1)
+    assert any("length limit" in md.value for md in at.markdown) == (not result.finished)
+
+
+def test_every_shipped_model_shows_its_heads(app):
+    """Switching the sidebar model starts from that model's first example and draws every chart."""
+    at = app(PAGE)
+    for path in sorted(CHECKPOINT.parent.glob("*.safetensors")):
+        at.selectbox(key=models.ACTIVE).set_value(f"shipped:{path.stem}").run()
+        assert not at.exception and not at.error, path.stem
+        bundle = load_bundle(path)
+        assert at.session_state[TEXT] == bundle.task.examples()[0]
+        title, _ = figure(at, "Cross-attention · all")
+        assert f"{bundle.config.n_dec_layers} layers × {bundle.config.n_heads} heads" in title
+        assert len(at.dataframe[0].value) == bundle.config.n_dec_layers * bundle.config.n_heads
+        assert bool(at.success) == (bundle.task.alignment(at.session_state[TEXT]) is not None), path.stem
