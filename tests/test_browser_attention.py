@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, screenshot, wait_for_app
+from conftest import ROOT, open_app_page, screenshot
 from transformer.export import image_export_available
 
 pytestmark = [
@@ -17,20 +17,9 @@ GRID = ".st-key-attention_grid_cross"
 BIG = "[class*=st-key-attention_big_reverse_cross]"
 
 
-def full_page_screenshot(pg, name: str):
-    """Streamlit scrolls inside its main block: grow the viewport to that height, then shoot."""
-    height = pg.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
-    pg.set_viewport_size({"width": 1400, "height": max(900, height)})
-    pg.wait_for_timeout(800)
-    return screenshot(pg, name)
-
-
 def test_attention_page_opened_first_paints_heatmaps_and_exports_the_grid(fresh_server, page):
-    page.goto(f"{fresh_server.url}/attention")
-    wait_for_app(page)
-    assert not page.get_by_text("Page not found").count()
+    open_app_page(page, f"{fresh_server.url}/attention")
     assert page.get_by_role("heading", name="All attention heads").is_visible()
-    assert page.get_by_text("Active model").count()  # app.py ran: the shared sidebar is there
     for chart in (GRID, BIG):
         page.locator(f"{chart} .heatmaplayer image").first.wait_for(state="attached")
     assert "Cross-attention · all" in page.locator(GRID).inner_text()
@@ -52,4 +41,4 @@ def test_attention_page_opened_first_paints_heatmaps_and_exports_the_grid(fresh_
                                            "reverse_cross_all-heads.html")
     data = open(download.path(), "rb").read()
     assert len(data) > 1000 and signature in data[:200]
-    full_page_screenshot(page, "attention_page")
+    screenshot(page, "attention_page")
