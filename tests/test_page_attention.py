@@ -257,3 +257,8 @@ def test_every_shipped_model_shows_its_heads(app):
         assert f"{bundle.config.n_dec_layers} layers × {bundle.config.n_heads} heads" in title
         assert len(at.dataframe[0].value) == bundle.config.n_dec_layers * bundle.config.n_heads
         assert bool(at.success) == (bundle.task.alignment(at.session_state[TEXT]) is not None), path.stem
+        title, _ = figure(at, r"Cross-attention · layer \d · head")
+        layer, head = picked(title)
+        if at.success:  # each model starts on its own best-aligned head
+            assert f"Layer {layer + 1}, head {head + 1}" in at.success[0].value
+        assert any(bundle.task.description in caption.value for caption in at.caption)

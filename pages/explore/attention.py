@@ -24,7 +24,7 @@ KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attentio
               "decoder_self": "Decoder self-attention"}
 KIND_HELP = {
     "cross": "Rows: what the decoder had read at each step (it predicts the next output token there). "
-             "Columns: the source tokens. For *reverse*, a head that learned the task draws an anti-diagonal.",
+             "Columns: the source tokens.",
     "encoder_self": "Rows and columns: the source tokens. Each source token gathers context from the others.",
     "decoder_self": "Rows and columns: what the decoder had read. The causal mask hides later positions "
                     "(grey ×), so every row only sees the prefix up to itself.",
@@ -42,6 +42,11 @@ stats_heatmap = st.cache_resource(charts.head_stats_heatmap, max_entries=64, sho
 # ---------------------------------------------------------------------------------------------- the input
 
 
+def _pick_keys(kind: str) -> tuple[str, str]:
+    """Widget keys of the layer and head pickers of one kind of attention."""
+    return f"attention_layer_{kind}", f"attention_head_{kind}"
+
+
 def _text_from_box() -> None:
     state.set_text(st.session_state[BOX])
 
@@ -55,6 +60,9 @@ def input_controls(key: str, task) -> str:
     """The input shared with the decoding page (its state module owns it: a new model starts from its first
     example), in this page's own text box and example pills."""
     examples = task.examples()
+    if st.session_state.get(state.MODEL) != key:  # a new model starts on its own best-aligned head
+        for widget in (k for kind in KINDS for k in _pick_keys(kind)):
+            st.session_state.pop(widget, None)
     state.adopt_model(key, examples)
     text = st.session_state[BOX] = st.session_state[state.TEXT]
     st.session_state[EXAMPLES] = text if text in examples else None
@@ -129,11 +137,12 @@ def one_head(view: AttentionMap, task_name: str) -> None:
     clickable heatmap with its numbers in words, and the layer's head average."""
     rows, cols = charts.token_labels(view.query_pieces), charts.token_labels(view.key_pieces)
     best_layer, best_head, _ = view.best_aligned() or (0, 0, None)
+    layer_key, head_key = _pick_keys(view.kind)
     pick_layer, pick_head, _ = st.columns([1, 1, 4])
     with pick_layer:
-        layer = _index_picker("Layer", view.layers, f"attention_layer_{view.kind}", best_layer)
+        layer = _index_picker("Layer", view.layers, layer_key, best_layer)
     with pick_head:
-        head = _index_picker("Head", view.heads, f"attention_head_{view.kind}", best_head)
+        head = _index_picker("Head", view.heads, head_key, best_head)
     stem = chart_filename(task_name, view.kind, layer, head)
     chart_key = f"attention_big_{stem}"
     weights = view.weights[layer, head]
@@ -238,11 +247,11 @@ def head_statistics(view: AttentionMap, task_name: str) -> None:
 
 
 @st.fragment
-def explore(maps: dict[str, AttentionMap], task_name: str) -> None:
+def explore(maps: dict[str, AttentionMap], task) -> None:
     kind = st.segmented_control("Attention kind", KINDS, format_func=KIND_NAMES.get, default="cross",
                                 required=True, key=KIND)
     view = maps[kind]
-    st.caption(KIND_HELP[kind])
+    st.caption(KIND_HELP[kind] + (f" *{task.title}:* {task.description}" if kind == "cross" else ""))
     best = view.best_aligned()
     if best is not None:
         layer, head, score = best
@@ -250,11 +259,11 @@ def explore(maps: dict[str, AttentionMap], task_name: str) -> None:
                    "source token (averaged over the output positions): the head that learned the task. It is "
                    "picked below; the statistics at the end compare every head.", icon=":material/target:")
     st.subheader("One head", divider="gray")
-    one_head(view, task_name)
+    one_head(view, task.name)
     st.subheader(f"All heads: {view.layers} layers × {view.heads} heads", divider="gray")
-    all_heads(view, task_name)
+    all_heads(view, task.name)
     st.subheader("Per-head statistics", divider="gray")
-    head_statistics(view, task_name)
+    head_statistics(view, task.name)
 
 
 # ---------------------------------------------------------------------------------------------- the page
@@ -279,4 +288,4 @@ except (TokenizerError, DecodeError) as exc:
     st.error(f"{bundle.name} cannot decode this input: {exc}. Type another one or pick an example above.")
     st.stop()
 show_outcome(bundle, text, output, finished)
-explore(maps, bundle.task.name)
+explore(maps, bundle.task)
