@@ -1,0 +1,143 @@
+"""The Train page in a real browser, opened first on a fresh server: start a tiny run, watch the curve grow,
+click a widget while it trains and see training carry on, pause, use and download the model."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from conftest import screenshot, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "Heads": "2"}, "Training settings": {"Batch size": "16"}}
+CURVES_POINTS = """() => {
+  const chart = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(d => d.layout && d.layout.title && d.layout.title.text.includes('held-out metrics'));
+  return chart ? chart.data.map(t => t.x.length) : null;
+}"""
+PROBE_TITLE = """() => {
+  const chart = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(d => d.layout && d.layout.title && d.layout.title.text.includes('Cross-attention'));
+  return chart ? chart.layout.title.text : null;
+}"""
+
+
+def settle(pg) -> None:
+    pg.wait_for_timeout(300)
+    pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=60_000)
+
+
+def step_shown(pg) -> int:
+    text = pg.locator("[data-testid=stProgress]").inner_text()
+    return int(re.search(r"Step ([\d,]+) of", text)[1].replace(",", ""))
+
+
+def wait_until(predicate, timeout: float = 90.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def dismiss_page_not_found(pg) -> None:
+    """A fresh server whose first request is not the default page may show a spurious "Page not found"
+    dialog over the right page (upstream streamlit#9992); close it."""
+    if pg.get_by_text("Page not found").count():
+        pg.keyboard.press("Escape")
+        pg.get_by_text("Page not found").wait_for(state="hidden")
+
+
+def full_page_screenshot(pg, name: str):
+    """Streamlit scrolls inside its main block: grow the viewport to that height, then shoot."""
+    height = pg.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+    pg.set_viewport_size({"width": 1400, "height": max(900, height)})
+    pg.wait_for_timeout(800)
+    path = screenshot(pg, name)
+    pg.set_viewport_size({"width": 1400, "height": 900})
+    return path
+
+
+def pick(pg, label: str, option: str) -> None:
+    """Choose `option` in the selectbox `label` (retried: a live redraw may land between open and click)."""
+    for _ in range(5):
+        pg.get_by_role("combobox", name=re.compile(f"^{label}")).click()
+        choice = pg.get_by_role("option", name=option, exact=True)
+        try:
+            choice.click(timeout=3000)
+            return
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: open it again
+            pg.keyboard.press("Escape")
+    raise AssertionError(f"could not pick {option!r} in {label!r}")
+
+
+def set_tiny_config(pg) -> None:
+    for section, fields in TINY.items():
+        pg.get_by_text(section, exact=True).click()
+        for label, value in fields.items():
+            box = pg.get_by_role("spinbutton", name=label, exact=True)
+            box.fill(value)
+            box.press("Enter")
+            settle(pg)
+
+
+def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, page):
+    page.goto(f"{fresh_server.url}/train")
+    wait_for_app(page)
+    dismiss_page_not_found(page)
+    assert page.get_by_role("heading", name="Train live").is_visible()
+    title = wait_until(lambda: page.evaluate(PROBE_TITLE), what="the preview chart")
+    assert "training step 0" in title  # the untrained model's cross-attention, before Start
+    set_tiny_config(page)
+    assert page.get_by_text("d_model 16, d_ff 32").count()  # the settings summary follows the edits
+    full_page_screenshot(page, "train_before_start")
+
+    page.get_by_role("button", name="Start", exact=True).click()
+    first = wait_until(lambda: (page.evaluate(CURVES_POINTS) or [0])[0] >= 1, what="the first evaluation")
+    assert first
+    points = page.evaluate(CURVES_POINTS)[0]
+    step_before_click = step_shown(page)
+
+    # a click while training: pick one head; the chart follows and the step count keeps rising
+    pick(page, "Head", "Head 2")
+    began = time.monotonic()
+    wait_until(lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), what="the head pick")
+    click_seconds = time.monotonic() - began
+    print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
+    wait_until(lambda: step_shown(page) > step_before_click + 20, what="training to continue")
+    wait_until(lambda: page.evaluate(CURVES_POINTS)[0] > points, what="the curve to grow")
+
+    page.get_by_role("button", name="Pause", exact=True).click()
+    settle(page)
+    wait_until(lambda: page.get_by_text("Paused.").count(), what="the paused state")
+    frozen = step_shown(page)
+    page.wait_for_timeout(1500)
+    assert step_shown(page) == frozen
+    assert page.get_by_role("button", name="Resume", exact=True).is_enabled()
+    full_page_screenshot(page, "train_paused")
+
+    page.get_by_role("button", name="Stop", exact=True).click()
+    settle(page)
+    wait_until(lambda: page.get_by_text("was stopped").count(), what="the stopped state")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download .safetensors").click()
+    data = open(download.value.path(), "rb").read()
+    header_size = int.from_bytes(data[:8], "little")
+    assert data[8:9] == b"{" and b'"format_version"' in data[8 : 8 + header_size]
+    assert download.value.suggested_filename == f"reverse-{frozen}.safetensors"
+
+    page.get_by_role("button", name="Use this model").click()
+    settle(page)
+    assert page.get_by_text("is now the active model").count()
+    sidebar = page.locator("[data-testid=stSidebar]")
+    assert f"Trained: {frozen} steps" in sidebar.inner_text()  # the sidebar's card: the new model is active
+    assert "1+1 layers × 2 heads, d_model 16" in sidebar.inner_text()
+    sidebar.get_by_role("combobox").click()
+    assert page.get_by_role("option", name=f"reverse-{frozen} (trained)").is_visible()
+    page.keyboard.press("Escape")
+    full_page_screenshot(page, "train_used")

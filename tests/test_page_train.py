@@ -1,0 +1,342 @@
+"""Train page (AppTest) and its state module: start/pause/resume/stop/step, the probe and its snapshots,
+settings validation, the per-server cap, errors inside training, using the model, page switches."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import plotly_specs
+import pytest
+
+from pages.common import training_state as ts
+from transformer import training
+from transformer.config import BOUNDS, ModelConfig
+from transformer.decoding import greedy_decode
+from transformer.tasks import TASKS
+from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer, TrainingJob
+
+PAGE = "pages/models/train.py"
+
+
+@pytest.fixture
+def train_page(app):
+    """The Train page; every run started by a test is stopped and joined afterwards."""
+    pages = []
+
+    def open_page():
+        at = app(PAGE)
+        pages.append(at)
+        return at
+
+    yield open_page
+    for at in pages:
+        if ts.RUN in at.session_state:
+            job = at.session_state[ts.RUN].job
+            job.stop()
+            assert job.join(30)
+
+
+def job_of(at) -> TrainingJob:
+    return at.session_state[ts.RUN].job
+
+
+def shown_step(at) -> int:
+    """The step the progress bar reports."""
+    text = at.get("progress")[0].proto.text
+    return int(re.match(r"Step ([\d,]+) of", text)[1].replace(",", ""))
+
+
+def wait_for(at, predicate, timeout: float = 60.0):
+    """Rerun the page until predicate(at) holds (run_every never fires under AppTest)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        if predicate(at):
+            return
+        time.sleep(0.3)
+    raise AssertionError("timed out waiting for the page")
+
+
+def state(at) -> str:
+    return job_of(at).snapshot().state
+
+
+def wait_paused(at) -> None:
+    """Wait until the job is paused and its step has settled (pause() reports "paused" at once; a step
+    already under way still lands)."""
+    wait_for(at, lambda a: state(a) == "paused")
+    time.sleep(0.5)
+    at.run()
+
+
+def probe_chart(at) -> tuple[str, np.ndarray]:
+    """Title and first heatmap's z of the probe's cross-attention chart (the preview's before Start)."""
+    key = "train_probe_chart" if ts.RUN in at.session_state else "train_preview_chart"
+    return plotly_specs.title(at, key), plotly_specs.z(at, key)
+
+
+# --------------------------------------------------------------------------------------- page behaviour
+
+
+def test_defaults_show_the_untrained_probe(train_page):
+    at = train_page()
+    assert at.title[0].value == "Train live"
+    assert at.selectbox(key=ts.TASK_KEY).options == [t.title for t in TASKS.values()]
+    assert not at.button(key="train_start").disabled and at.button(key="train_pause").disabled
+    text = at.text_input(key="train_probe").value
+    assert text == ts.example_input(TASKS["reverse"]())
+    # the preview is the untrained model of the default settings: same seed, same weights as a run's step 0
+    bundle = Trainer(TrainConfig(), ts.MODEL_DEFAULTS_ALL).bundle()
+    cross = greedy_decode(bundle.model, bundle.tokenizer, text).cross.numpy()
+    z = probe_chart(at)[1]
+    layers, heads, q, k = cross.shape
+    assert z.shape == (layers * (q + 1) - 1, heads * (k + 1) - 1)
+    np.testing.assert_allclose(z[:q, :k], cross[0, 0], atol=1e-5)
+    np.testing.assert_allclose(z[:q, k + 1 : 2 * k + 1], cross[0, 1], atol=1e-5)
+
+
+def test_start_pause_resume_stop_then_use_the_model(train_page):
+    at = train_page()
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    time.sleep(1.5)
+    wait_for(at, lambda a: shown_step(a) > 0)
+    assert at.button(key="train_start").disabled and at.selectbox(key=ts.TASK_KEY).disabled  # locked while live
+
+    at.button(key="train_pause").click().run()
+    wait_paused(at)
+    frozen = shown_step(at)
+    time.sleep(1.0)
+    at.run()
+    assert shown_step(at) == frozen == job_of(at).snapshot().step
+
+    at.button(key="train_resume").click().run()
+    wait_for(at, lambda a: shown_step(a) > frozen)
+
+    at.button(key="train_stop").click().run()
+    wait_for(at, lambda a: state(a) == "stopped")
+    assert job_of(at).join(10)
+    assert any("was stopped" in m.value for m in at.markdown)
+    stopped_at = job_of(at).snapshot().step
+
+    at.text_input(key="train_model_name").input("my reverser").run()
+    at.button(key="train_use").click().run()
+    assert not at.exception
+    picker = at.selectbox(key="active_model")
+    assert "my reverser (trained)" in picker.options
+    assert picker.value.startswith("trained:")
+    assert at.button(key="train_use").disabled  # this step's weights are already in the picker
+    assert any(f"{stopped_at:,} steps" in m.value for m in at.sidebar.markdown)
+    assert at.get("download_button")
+
+
+def test_step_n_runs_exactly_n_steps_then_pauses(train_page):
+    at = train_page()
+    at.number_input(key="train_step_n").set_value(3)
+    at.button(key="train_step").click().run()
+    wait_for(at, lambda a: state(a) == "paused" and job_of(a).snapshot().step == 3)
+    at.button(key="train_step").click().run()
+    wait_for(at, lambda a: state(a) == "paused" and job_of(a).snapshot().step == 6)
+    assert shown_step(at) == 6
+    assert not at.button(key="train_resume").disabled
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"train_model_n_heads": 3}, "divisible"),
+    ({"train_reverse_min_len": 20}, "min_len <= max_len"),
+])
+def test_invalid_settings_show_a_message_and_block_start(train_page, changes, message):
+    at = train_page()
+    for key, value in changes.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="train_start").disabled
+    assert ts.RUN not in at.session_state
+
+
+def test_server_cap_gives_a_clear_message(train_page, monkeypatch):
+    monkeypatch.setattr(training, "MAX_CONCURRENT_JOBS", 0)
+    at = train_page()
+    at.button(key="train_start").click().run()
+    assert any("already running" in e.value for e in at.error), [e.value for e in at.error]
+    assert ts.RUN not in at.session_state
+
+
+def test_an_error_in_training_is_shown_and_the_model_kept(train_page, monkeypatch):
+    original = Trainer.step
+
+    def failing(self):
+        if self.step_count == 4:
+            raise RuntimeError("simulated failure")
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "step", failing)
+    at = train_page()
+    at.button(key="train_start").click().run()
+    wait_for(at, lambda a: state(a) == "error")
+    assert any("simulated failure" in e.value and "step 4" in e.value for e in at.error)
+    at.button(key="train_use").click().run()
+    assert any(o.endswith("(trained)") for o in at.selectbox(key="active_model").options)
+
+
+def test_probe_snapshots_follow_training_then_scrub_when_paused(train_page):
+    at = train_page()
+    at.button(key="train_start").click().run()
+    wait_for(at, lambda a: len(job_of(a).snapshot().probes) >= 2 and a.get("plotly_chart"))
+    slider = at.select_slider(key="train_snapshot")
+    assert slider.disabled and at.toggle(key="train_follow").value  # following: the newest snapshot
+    assert str(slider.value) == slider.options[-1] and f"training step {slider.value:,}" in probe_chart(at)[0]
+
+    at.toggle(key="train_follow").set_value(False).run()
+    assert not at.select_slider(key="train_snapshot").disabled
+    at.button(key="train_pause").click().run()
+    wait_paused(at)
+    snapshot = job_of(at).snapshot()
+    steps = [step for step, _ in snapshot.probes]
+    if steps[-1] < snapshot.step:
+        steps.append(snapshot.step)  # paused: the probe catches up with the weights it stopped at
+    assert at.select_slider(key="train_snapshot").options == [str(s) for s in steps]
+    assert not at.select_slider(key="train_snapshot").disabled  # paused: scrub freely
+
+    at.select_slider(key="train_snapshot").set_value(0).run()
+    assert "training step 0" in probe_chart(at)[0]
+    at.selectbox(key="train_head").set_value(1).run()
+    title, z = probe_chart(at)
+    assert "head 2" in title and "training step 0" in title
+    step0 = job_of(at).snapshot().probes[0][1]
+    np.testing.assert_allclose(z[: step0.cross.shape[2]], step0.cross[0, 1], atol=1e-5)
+
+
+def test_pausing_while_following_shows_the_probe_at_the_paused_step(train_page):
+    at = train_page()
+    at.button(key="train_start").click().run()
+    wait_for(at, lambda a: job_of(a).snapshot().step > ts.PROBE_EVERY + 3)
+    at.button(key="train_pause").click().run()
+    wait_paused(at)
+    step = job_of(at).snapshot().step
+    assert f"training step {step:,}" in probe_chart(at)[0]
+    assert at.select_slider(key="train_snapshot").value == step
+
+
+def test_editing_the_probe_while_paused_decodes_it_now(train_page):
+    at = train_page()
+    at.number_input(key="train_step_n").set_value(2)
+    at.button(key="train_step").click().run()
+    wait_for(at, lambda a: state(a) == "paused")
+    at.text_input(key="train_probe").input("abc").run()
+    assert any("`abc`" in m.value for m in at.markdown)
+    assert job_of(at).snapshot().probes[-1][1].source != "abc"  # shown from an on-demand probe
+    assert at.session_state[ts.RUN].probe.text == "abc"  # and probed from now on
+
+    at.text_input(key="train_probe").input("ABC!").run()
+    assert any("keeps its previous input" in w.value for w in at.warning)
+    assert at.session_state[ts.RUN].probe.text == "abc"
+
+
+def test_switching_pages_keeps_the_run_and_the_settings(train_page):
+    at = train_page()
+    at.number_input(key="train_opt_batch_size").set_value(32).run()
+    at.switch_page("pages/explore/decode.py").run()
+    at.switch_page(PAGE).run()
+    assert at.number_input(key="train_opt_batch_size").value == 32  # persist_state="session"
+    at.button(key="train_start").click().run()
+    job = job_of(at)
+    assert job.trainer.config.batch_size == 32
+    wait_for(at, lambda a: shown_step(a) > 0)
+    at.selectbox(key="train_head").set_value(0).run()  # a click while training
+    at.switch_page("pages/explore/decode.py").run()
+    assert not at.exception
+    before = job.snapshot().step
+    time.sleep(1.0)
+    at.switch_page(PAGE).run()
+    assert job_of(at) is job and job.snapshot().state == "running"
+    wait_for(at, lambda a: shown_step(a) > before)
+
+
+def test_two_sessions_train_independently(train_page):
+    first, second = train_page(), train_page()
+    for at in (first, second):
+        at.button(key="train_start").click().run()
+    assert job_of(first) is not job_of(second)
+    wait_for(first, lambda a: shown_step(a) > 0)
+    first.button(key="train_pause").click().run()
+    wait_paused(first)
+    paused_at = job_of(first).snapshot().step
+    moving = job_of(second).snapshot().step
+    wait_for(second, lambda a: shown_step(a) > moving)
+    assert job_of(first).snapshot().step == paused_at and state(second) == "running"
+
+
+# ------------------------------------------------------------------------------------ state module
+
+
+def test_widget_bounds_lie_inside_the_library_bounds():
+    for name, spec in ts.MODEL_FIELDS.items():
+        lo, hi = BOUNDS[name]
+        assert lo <= spec.lo <= ts.MODEL_DEFAULTS_ALL[name] <= spec.hi <= hi
+    defaults = ts.TRAIN_DEFAULTS.to_dict()
+    for name, spec in ts.TRAIN_FIELDS.items():
+        lo, hi = TRAIN_BOUNDS[name]
+        assert lo <= spec.lo <= defaults[name] <= spec.hi <= hi
+    for task in TASKS:
+        for name, default in ts.task_defaults(task).items():
+            assert ts.PARAM_FIELDS[name].lo <= default <= ts.PARAM_FIELDS[name].hi
+
+
+def test_settings_problem_names_the_bad_value():
+    assert ts.settings_problem(ts.RunSettings()) is None
+    bad_heads = ts.RunSettings(model={**ts.MODEL_DEFAULTS_ALL, "n_heads": 5})
+    assert "divisible" in ts.settings_problem(bad_heads)
+    bad_task = ts.RunSettings(train=TrainConfig(task="addition", task_params={"max_digits": 0}))
+    assert "max_digits" in ts.settings_problem(bad_task)
+
+
+def test_probe_reports_bad_input_instead_of_raising():
+    bundle = Trainer(TrainConfig(steps=1)).bundle()
+    assert "'A', 'B', 'C'" in ts.run_probe(bundle, "ABC").error
+    assert "empty" in ts.run_probe(bundle, "").error
+    assert "reads at most" in ts.run_probe(bundle, "a" * 40).error
+    good = ts.run_probe(bundle, "abc")
+    assert good.error is None and good.cross.shape[2:] == (len(good.output_pieces), 4)  # a b c </s>
+
+
+def test_keeper_heartbeats_live_sessions_and_stops_gone_ones():
+    jobs = [TrainingJob(Trainer(TrainConfig(steps=5))) for _ in range(3)]
+    for job, session in zip(jobs, ("here", "gone", "gone")):
+        job.start(paused=True)
+        ts._register(job, session)
+    jobs[2].stop()
+    assert jobs[2].join(10)
+    now = time.monotonic()
+    ts.sweep(lambda session: session == "here", now=now + ts.IDLE_TIMEOUT / 2)
+    assert jobs[2] not in ts._registry  # ended jobs are forgotten
+    assert [j.snapshot().state for j in jobs[:2]] == ["paused", "paused"]  # too soon to stop "gone"
+    ts.sweep(lambda session: session == "here", now=now + ts.IDLE_TIMEOUT + 1)
+    assert jobs[1].join(10) and jobs[1].snapshot().finished_reason == "stopped"
+    assert jobs[0].snapshot().state == "paused"  # its session is connected
+    jobs[0].stop()
+    assert jobs[0].join(10)
+    ts.sweep(lambda session: True)
+    assert not any(j in ts._registry for j in jobs)
+
+
+def test_figure_cache_rebuilds_only_when_the_key_changes():
+    cache, built = ts.FigureCache(), []
+
+    def build():
+        built.append(1)
+        return object()
+
+    first = cache.get("a", 1, build)
+    assert cache.get("a", 1, build) is first and len(built) == 1
+    assert cache.get("a", 2, build) is not first and len(built) == 2
+
+
+def test_model_config_defaults_match_the_trainer():
+    trainer = Trainer(TrainConfig(steps=1))
+    assert {k: getattr(trainer.model.config, k) for k in ts.MODEL_DEFAULTS_ALL} == ts.MODEL_DEFAULTS_ALL
+    assert ModelConfig(src_vocab=4, tgt_vocab=4, **ts.MODEL_DEFAULTS_ALL)
