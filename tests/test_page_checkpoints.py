@@ -140,7 +140,7 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
         assert r["Parameters"] == info.parameters == load_bundle(info.path).model.num_parameters()
         assert r["Heads"] == info.config["n_heads"] and r["d_model"] == info.config["d_model"]
         assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 2**20)
-        assert r["Exact match"] == pytest.approx(info.card["exact_match"])
+        assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
     assert at.selectbox(key="ckpt_inspect").value == DEFAULT
     card = "\n".join(m.value for m in at.markdown)

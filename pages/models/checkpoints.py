@@ -74,7 +74,7 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
         "key": key, "Active": "★ active" if key == models.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
         "Layers": f"{config['n_enc_layers']}+{config['n_dec_layers']}", "Heads": config["n_heads"], "d_model": config["d_model"], "Parameters": parameters,
-        "Exact match": card.get("exact_match"), "Size (MB)": size / 2**20, "Created": created_at(card),
+        "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"], "Size (MB)": size / 2**20, "Created": created_at(card),
     }
 
 
@@ -134,7 +134,7 @@ def table_section(entries: dict[str, models.ModelEntry]) -> None:
             "d_model": st.column_config.NumberColumn("d_model", help="Width of every token's vector", width="small"),
             "Parameters": st.column_config.NumberColumn("Parameters", format="localized"),
             "Exact match": st.column_config.NumberColumn(
-                "Exact match", format="percent", help="Held-out greedy exact match from the model card"),
+                "Exact match", format="%.1f%%", help="Held-out greedy exact match from the model card"),
             "Size (MB)": st.column_config.NumberColumn("Size (MB)", format="%.2f"),
             "Created": st.column_config.DatetimeColumn("Created", format="YYYY-MM-DD"),
         },

@@ -1,0 +1,93 @@
+"""The models a session can use: shipped checkpoints (cached, shared read-only by every session) and
+models trained or uploaded in this session. One of them is active; every page uses the active one."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from transformer.bundle import ModelBundle
+from transformer.checkpoints import list_checkpoints, load_bundle
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
+DEFAULT_MODEL = "shipped:reverse"
+ACTIVE = "active_model"  # session_state key of the sidebar's model picker
+SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    key: str
+    label: str
+    origin: str  # "shipped", "trained" or "uploaded"
+    path: Path | None = None
+
+
+@st.cache_resource(show_spinner="Loading model…", max_entries=16)
+def _load_shipped(path: str, mtime_ns: int, size: int) -> ModelBundle:
+    """Shared by all sessions and never mutated; the file's mtime and size key the cache."""
+    return load_bundle(path)
+
+
+def _session_models() -> dict[str, tuple[str, ModelBundle]]:
+    return st.session_state.setdefault(SESSION_MODELS, {})
+
+
+def shipped_entries() -> list[ModelEntry]:
+    infos = [i for i in list_checkpoints(ASSETS) if i.error is None]
+    return [ModelEntry(f"shipped:{i.path.stem}", f"{i.path.stem} (pretrained)", "shipped", i.path) for i in infos]
+
+
+def entries() -> dict[str, ModelEntry]:
+    """Every model this session can pick, shipped first, keyed by entry key."""
+    found = {e.key: e for e in shipped_entries()}
+    for key, (origin, bundle) in _session_models().items():
+        found[key] = ModelEntry(key, f"{bundle.name} ({origin})", origin)
+    return found
+
+
+def bundle_for(key: str) -> ModelBundle:
+    """The bundle behind an entry key (KeyError if it is gone)."""
+    if key.startswith("shipped:"):
+        path = ASSETS / f"{key.removeprefix('shipped:')}.safetensors"
+        stat = path.stat()
+        return _load_shipped(str(path), stat.st_mtime_ns, stat.st_size)
+    return _session_models()[key][1]
+
+
+def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -> str:
+    """Keep a trained or uploaded model for this session; returns its entry key."""
+    key = f"{origin}:{uuid.uuid4().hex[:8]}"
+    _session_models()[key] = (origin, bundle)
+    if activate:
+        st.session_state[ACTIVE] = key
+    return key
+
+
+def remove_session_model(key: str) -> None:
+    _session_models().pop(key, None)
+    if st.session_state.get(ACTIVE) == key:
+        st.session_state[ACTIVE] = default_key()
+
+
+def default_key() -> str | None:
+    keys = list(entries())
+    return DEFAULT_MODEL if DEFAULT_MODEL in keys else (keys[0] if keys else None)
+
+
+def set_active(key: str) -> None:
+    """Make `key` the active model. Call from a widget callback (before the sidebar picker renders)."""
+    st.session_state[ACTIVE] = key
+
+
+def active_key() -> str | None:
+    key = st.session_state.get(ACTIVE)
+    return key if key in entries() else default_key()
+
+
+def active_bundle() -> ModelBundle | None:
+    key = active_key()
+    return None if key is None else bundle_for(key)
