@@ -25,9 +25,11 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from transformer.charts import head_grid, token_labels  # noqa: E402
 from transformer.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 LAYERS, HEADS, SIZE = 3, 8, 17
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -56,15 +58,6 @@ def subplots_grid(weights: np.ndarray, labels: list[str]) -> go.Figure:
     fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1), height=520, width=1100,
                       title="Cross-attention · all heads (make_subplots)")
     return fig
-
-
-def median_ms(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return round(statistics.median(times), 2)
 
 
 def browser_paint_ms(figures: dict[str, go.Figure], repeats: int) -> dict | str:

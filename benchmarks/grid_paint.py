@@ -38,6 +38,7 @@ from plotly.subplots import make_subplots
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from transformer.bundle import ModelBundle  # noqa: E402
 from transformer.charts import head_grid, token_labels  # noqa: E402
@@ -47,6 +48,7 @@ from transformer.decoding import greedy_decode, teacher_forced  # noqa: E402
 from transformer.export import browser_path  # noqa: E402
 from transformer.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 LAYERS, HEADS, D_MODEL = 3, 8, 128
 SOURCE = "thequickbrownfox"  # 16 letters: 17x17 tiles with </s> and <s>
@@ -107,15 +109,6 @@ def subplots_peer(weights: np.ndarray):
     return fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1), width=1100, height=520)
 
 
-def median_ms(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return round(statistics.median(times), 1)
-
-
 def figure_benchmark(browser, bundle: ModelBundle, repeats: int) -> dict:
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.set_content(f"<html><body><div id='plot'></div><script>{get_plotlyjs()}</script></body></html>")
@@ -125,7 +118,7 @@ def figure_benchmark(browser, bundle: ModelBundle, repeats: int) -> dict:
         build()  # warm plotly's validators
         fig = build()
         entry = {"tiles": f"{LAYERS}x{HEADS} of {weights.shape[2]}x{weights.shape[3]}",
-                 "build_ms": median_ms(build, repeats), "json_bytes": len(fig.to_json())}
+                 "build_ms": median_ms(build, repeats, digits=1), "json_bytes": len(fig.to_json())}
         times = page.evaluate(PAINT_JS, [fig.to_json(), repeats + 1])
         entry["first_paint_ms"], entry["paint_ms"] = round(times[0], 1), round(statistics.median(times[1:]), 1)
         if kind == "cross":

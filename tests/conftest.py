@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -29,6 +30,14 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    """The shipped reverse model, loaded independently of the app (test files may override this)."""
+    from transformer.checkpoints import load_bundle
+
+    return load_bundle(REVERSE)
 
 
 @pytest.fixture

@@ -27,11 +27,6 @@ CHECKPOINT = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason="the shipped reverse model is missing")
 
 
-@pytest.fixture(scope="module")
-def bundle():
-    return load_bundle(CHECKPOINT)
-
-
 def z_matrix(trace: dict) -> np.ndarray:
     """A heatmap trace's z from the plotly spec: a typed array {dtype, bdata, shape} or nested lists."""
     z = trace["z"]

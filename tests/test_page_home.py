@@ -8,7 +8,6 @@ import pytest
 
 from pages.common.models import ASSETS
 from plotly_specs import spec, title, z
-from transformer.checkpoints import load_bundle
 from transformer.decoding import greedy_decode
 
 CHECKPOINT = ASSETS / "reverse.safetensors"
@@ -19,11 +18,6 @@ pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped mo
 @pytest.fixture
 def home(app):
     return app()  # the default page
-
-
-@pytest.fixture(scope="module")
-def bundle():
-    return load_bundle(CHECKPOINT)
 
 
 def test_default_page_shows_cross_attention_of_an_example(home, bundle):

@@ -9,7 +9,6 @@ import torch
 
 from pages.common.models import ASSETS
 from plotly_specs import spec, title, z
-from transformer.checkpoints import load_bundle
 from transformer.decoding import greedy_decode
 from transformer.masks import padding_mask, subsequent_mask, target_mask
 from transformer.tasks import encode_pairs
@@ -24,11 +23,6 @@ pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped mo
 @pytest.fixture
 def page(app):
     return app(PAGE)
-
-
-@pytest.fixture(scope="module")
-def bundle():
-    return load_bundle(CHECKPOINT)
 
 
 def batch(bundle, at):

@@ -10,7 +10,6 @@ import pytest
 
 from pages.common.models import ASSETS
 from plotly_specs import spec, title, z
-from transformer.checkpoints import load_bundle
 
 PAGE = "pages/concepts/positions.py"
 CHECKPOINT = ASSETS / "reverse.safetensors"
@@ -21,11 +20,6 @@ pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped mo
 @pytest.fixture
 def page(app):
     return app(PAGE)
-
-
-@pytest.fixture(scope="module")
-def bundle():
-    return load_bundle(CHECKPOINT)
 
 
 def formula(length: int, d_model: int) -> np.ndarray:
