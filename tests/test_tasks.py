@@ -185,7 +185,8 @@ def test_train_and_heldout_never_share_a_source(name, params):
     train = {s for s, _ in task.pairs(400, seed=5, split="train")}
     heldout = {s for s, _ in task.pairs(100, seed=5, split="heldout")}
     assert train and heldout and not train & heldout
-    assert not any(map(is_heldout, train)) and all(map(is_heldout, heldout))
+    assert not any(map(task.in_heldout, train)) and all(map(task.in_heldout, heldout))
+    assert all(map(is_heldout, heldout))  # a task may keep more in training, never hold out more
 
 
 def test_python_hash_matches_tensor_hash():
@@ -282,3 +283,16 @@ def test_heldout_draws_are_varied(name):
     """No handful of tiny inputs dominates evaluation: 1000 held-out draws hold many distinct sources."""
     sources = [s for s, _ in make_task(name).pairs(1000, seed=0, split="heldout")]
     assert len(set(sources)) > 60
+
+
+def test_addition_trains_on_every_single_digit_sum():
+    """Holding out 1+0 and 0+1 once meant the answer "1" never appeared in training (the shipped model
+    then wrote "11"); all 100 single-digit sums are training inputs, everything else follows the hash split."""
+    task = make_task("addition")
+    singles = [f"{a}+{b}" for a in range(10) for b in range(10)]
+    assert not any(map(task.in_heldout, singles))
+    assert any(map(is_heldout, singles))  # the plain hash split would have held some out
+    heldout = [s for s, _ in task.pairs(300, seed=3, split="heldout")]
+    assert heldout and all(len(s) > 3 and is_heldout(s) for s in heldout)
+    assert "1" in {t for _, t in task.pairs(3000, seed=3, split="train")}
+    assert make_task("addition", max_digits=1).pairs(5, seed=0, split="heldout")  # tiny variant keeps a split
