@@ -108,11 +108,15 @@ def test_loss_decreases_on_a_tiny_copy_task():
     assert trainer.step_count == 80
 
 
-def test_learning_rate_warms_up_then_decays():
-    factor = training.warmup_inverse_sqrt(10)
-    rising = [factor(s) for s in range(10)]
-    assert rising == sorted(rising) and rising[-1] == pytest.approx(1.0)
-    assert factor(39) == pytest.approx(0.5)  # warmup / sqrt(step): sqrt(10 / 40)
+def test_learning_rate_warms_up_then_decays_to_the_floor():
+    trainer = tiny_trainer(warmup=10, steps=30)
+    rates = []
+    for _ in range(40):
+        rates.append(trainer.optimizer.param_groups[0]["lr"] / trainer.config.lr)
+        trainer.step()
+    assert rates[:10] == sorted(rates[:10]) and rates[9] == pytest.approx(1.0)
+    assert rates[10:30] == sorted(rates[10:30], reverse=True) and rates[20] == pytest.approx(0.51)
+    assert rates[30:] == pytest.approx([training.FINAL_LR_FRACTION] * 10)
 
 
 def test_divergence_is_reported():
