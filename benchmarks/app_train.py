@@ -28,15 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pages.common.runtime import configure_torch  # noqa: E402  (sets OMP_WAIT_POLICY before torch loads)
+from pages.common.runtime import configure_torch
 
 configure_torch()
 
-import plotly.io as pio  # noqa: E402
-import torch  # noqa: E402
+import plotly.io as pio
+import torch
 
-from pages.common import training_state as ts  # noqa: E402
-from transformer.training import TRAINING_THREADS, TrainingJob  # noqa: E402
+from pages.common import training_state as ts
+from transformer.training import TRAINING_THREADS, TrainingJob
 
 
 def poll(run: ts.Run, cache: ts.FigureCache) -> None:

@@ -7,12 +7,12 @@ import re
 import time
 
 import pytest
-
 from conftest import screenshot, wait_for_app
 
 pytestmark = pytest.mark.browser
 
-TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "Heads": "2"}, "Training settings": {"Batch size": "16"}}
+TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "Heads": "2"},
+        "Training settings": {"Batch size": "16", "Total steps": "5000"}}  # still training when paused
 CURVES_POINTS = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
     .find(d => d.layout && d.layout.title && d.layout.title.text.includes('held-out metrics'));
@@ -35,13 +35,15 @@ def step_shown(pg) -> int:
     return int(re.search(r"Step ([\d,]+) of", text)[1].replace(",", ""))
 
 
-def wait_until(predicate, timeout: float = 90.0, what: str = "condition"):
+def wait_until(pg, predicate, what: str, timeout: float = 90.0):
+    """Poll predicate() until it is truthy; on timeout save a screenshot named after `what`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.25)
+    screenshot(pg, "train_timeout_" + re.sub(r"\W+", "_", what))
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -91,14 +93,14 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     wait_for_app(page)
     dismiss_page_not_found(page)
     assert page.get_by_role("heading", name="Train live").is_visible()
-    title = wait_until(lambda: page.evaluate(PROBE_TITLE), what="the preview chart")
+    title = wait_until(page, lambda: page.evaluate(PROBE_TITLE), "the preview chart")
     assert "training step 0" in title  # the untrained model's cross-attention, before Start
     set_tiny_config(page)
     assert page.get_by_text("d_model 16, d_ff 32").count()  # the settings summary follows the edits
     full_page_screenshot(page, "train_before_start")
 
     page.get_by_role("button", name="Start", exact=True).click()
-    first = wait_until(lambda: (page.evaluate(CURVES_POINTS) or [0])[0] >= 1, what="the first evaluation")
+    first = wait_until(page, lambda: (page.evaluate(CURVES_POINTS) or [0])[0] >= 1, "the first evaluation")
     assert first
     points = page.evaluate(CURVES_POINTS)[0]
     step_before_click = step_shown(page)
@@ -106,15 +108,15 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     # a click while training: pick one head; the chart follows and the step count keeps rising
     pick(page, "Head", "Head 2")
     began = time.monotonic()
-    wait_until(lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), what="the head pick")
+    wait_until(page, lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), "the head pick")
     click_seconds = time.monotonic() - began
     print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
-    wait_until(lambda: step_shown(page) > step_before_click + 20, what="training to continue")
-    wait_until(lambda: page.evaluate(CURVES_POINTS)[0] > points, what="the curve to grow")
+    wait_until(page, lambda: step_shown(page) > step_before_click + 20, "training to continue")
+    wait_until(page, lambda: (page.evaluate(CURVES_POINTS) or [0])[0] > points, "the curve to grow")
 
     page.get_by_role("button", name="Pause", exact=True).click()
     settle(page)
-    wait_until(lambda: page.get_by_text("Paused.").count(), what="the paused state")
+    wait_until(page, lambda: page.get_by_text("Paused.").count(), "the paused state")
     frozen = step_shown(page)
     page.wait_for_timeout(1500)
     assert step_shown(page) == frozen
@@ -123,10 +125,10 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
 
     page.get_by_role("button", name="Stop", exact=True).click()
     settle(page)
-    wait_until(lambda: page.get_by_text("was stopped").count(), what="the stopped state")
+    wait_until(page, lambda: page.get_by_text("was stopped").count(), "the stopped state")
     with page.expect_download() as download:
         page.get_by_role("button", name="Download .safetensors").click()
-    data = open(download.value.path(), "rb").read()
+    data = download.value.path().read_bytes()
     header_size = int.from_bytes(data[:8], "little")
     assert data[8:9] == b"{" and b'"format_version"' in data[8 : 8 + header_size]
     assert download.value.suggested_filename == f"reverse-{frozen}.safetensors"

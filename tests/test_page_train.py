@@ -222,6 +222,16 @@ def test_pausing_while_following_shows_the_probe_at_the_paused_step(train_page):
     assert at.select_slider(key="train_snapshot").value == step
 
 
+def test_a_run_that_finishes_while_followed_shows_its_final_probe(train_page):
+    at = train_page()
+    at.number_input(key="train_opt_steps").set_value(ts.PROBE_EVERY + 5).run()
+    at.button(key="train_start").click().run()
+    wait_for(at, lambda a: state(a) == "finished" and a.get("plotly_chart"))
+    assert any("ran all its steps" in m.value for m in at.markdown)
+    assert f"training step {ts.PROBE_EVERY + 5}" in probe_chart(at)[0]
+    assert at.button(key="train_use") and not at.button(key="train_start").disabled
+
+
 def test_editing_the_probe_while_paused_decodes_it_now(train_page):
     at = train_page()
     at.number_input(key="train_step_n").set_value(2)

@@ -12,8 +12,9 @@ import inspect
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -24,7 +25,13 @@ from transformer.config import BOUNDS, ModelConfig
 from transformer.decoding import greedy_decode
 from transformer.export import chart_filename
 from transformer.tasks import TASKS
-from transformer.training import MODEL_DEFAULTS, JobSnapshot, TrainConfig, Trainer, TrainingJob
+from transformer.training import (
+    MODEL_DEFAULTS,
+    JobSnapshot,
+    TrainConfig,
+    Trainer,
+    TrainingJob,
+)
 
 RUN = "train_run"  # session_state key of the current Run
 POLL_SECONDS = 0.75  # live view refresh while training runs
@@ -68,7 +75,8 @@ TRAIN_FIELDS = {
     "lr": Field("Learning rate", 1e-5, 0.05, 5e-4, "Peak learning rate, reached after the warm-up.", "%.4f"),
     "warmup": Field("Warm-up steps", 0, 5000, 50, "Steps over which the learning rate rises linearly."),
     "batch_size": Field("Batch size", 1, 1024, 16, "Training pairs per step."),
-    "steps": Field("Steps", 1, 100_000, 500, "The most optimisation steps to run."),
+    "steps": Field("Total steps", 1, 100_000, 100, "The most optimisation steps to run; the learning rate "
+                   "schedule spans them."),
     "label_smoothing": Field("Label smoothing", 0.0, 0.5, 0.05, "Probability mass spread over wrong tokens "
                              "in the loss.", "%.2f"),
     "seed": Field("Seed", 0, 2**31 - 1, 1, "Seeds the weights and the training batches."),
@@ -197,17 +205,14 @@ class Run:
             self.manual = (bundle.card["steps"], result)
         return result
 
-    def catch_up(self) -> int | None:
+    def catch_up(self) -> None:
         """Probe the current weights when the newest probe is older than them (call once a job stops
-        stepping: paused, stopped, finished, failed), so the view shows where training stands.
-        Returns the step of the new probe, None when none was needed."""
+        stepping: paused, stopped, finished, failed), so the view shows where training stands."""
         snapshot = self.job.snapshot()
         timeline = self.timeline(snapshot)
-        if timeline and timeline[-1][0] >= snapshot.step:
-            return None
-        bundle = self.job.bundle()  # taken between steps: its card names the step its weights are at
-        self.manual = (bundle.card["steps"], run_probe(bundle, self.probe.text))
-        return self.manual[0]
+        if not timeline or timeline[-1][0] < snapshot.step:
+            bundle = self.job.bundle()  # taken between steps: its card names the step its weights are at
+            self.manual = (bundle.card["steps"], run_probe(bundle, self.probe.text))
 
 
 def new_run(settings: RunSettings, probe_text: str | None = None) -> Run:
@@ -322,7 +327,7 @@ def progress(snapshot: JobSnapshot, target: float | None) -> tuple[float, str]:
 
 
 def format_seconds(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     return f"{seconds} s" if seconds < 90 else f"{seconds // 60} min {seconds % 60:02d} s"
 
 

@@ -17,6 +17,7 @@ PROBE = "train_probe"
 MESSAGE = "train_message"
 START = "train_start_request"
 FOLLOW, SNAPSHOT = "train_follow", "train_snapshot"
+DRAWN = "_train_drawn_state"  # the job state the page was last drawn for
 ALL_HEADS = -1
 STATE_LINES = {
     "running": ":green[**Training…**]",
@@ -171,7 +172,7 @@ def controls(run: ts.Run | None, state: str | None, problem: str | None) -> None
     cols[3].button("Stop", key="train_stop", icon=":material/stop:", width="stretch", disabled=not live,
                    on_click=lambda: run.job.stop(),
                    help="End training for good; the model so far is kept and can be used below.")
-    cols[4].number_input("Steps", min_value=1, max_value=1000, value=10, key="train_step_n",
+    cols[4].number_input("Step count", min_value=1, max_value=1000, value=10, key="train_step_n",
                          persist_state="session")
     cols[5].button("Step", key="train_step", icon=":material/skip_next:", width="stretch",
                    disabled=state == "running" or (state != "paused" and problem is not None),
@@ -262,11 +263,11 @@ def live_view() -> None:
     run = ts.current_run()
     snapshot = run.job.snapshot()
     run.job.heartbeat()
-    if snapshot.state != st.session_state.get("_train_drawn_state"):
+    if snapshot.state != st.session_state.get(DRAWN):
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
     metrics_row(snapshot)
-    curves, probe = st.columns([1, 1.15], gap="large")
+    probe, curves = st.columns([1.5, 1], gap="large")
     with curves:
         fig = figures().get("curves", (id(run.job), len(snapshot.history)),
                             lambda: ts.curves_figure(snapshot, run.task.name))
@@ -291,7 +292,7 @@ def preview_view(settings: ts.RunSettings) -> None:
             "watch it change as the model learns (for *reverse*, an anti-diagonal appears).", icon=":material/info:")
     fig = ts.probe_figure(result, 0, 0, None)
     display.show_figure(fig, ts.probe_filename(settings.train.task, 0, 0, None), key="train_preview_chart")
-    st.markdown(f"Untrained output: `{result.output_text or '∅'}`")
+    st.markdown(f"Untrained output: `{result.output_text or '(nothing)'}`")
 
 
 # ---------------------------------------------------------------------------------------------- result
@@ -352,9 +353,12 @@ if run is None:
     if problem is None:
         preview_view(settings)
 else:
-    st.session_state["_train_drawn_state"] = state
-    if state != "running" and (caught := run.catch_up()) is not None and st.session_state.get(FOLLOW, True):
-        st.session_state[SNAPSHOT] = caught  # show the probe at the weights training stopped at
+    following = st.session_state.get(DRAWN) == "running" and st.session_state.get(FOLLOW, True)
+    st.session_state[DRAWN] = state
+    if state != "running":
+        run.catch_up()  # the probe at the weights training stopped at
+        if following:  # it just stopped: keep showing the newest snapshot
+            st.session_state[SNAPSHOT] = run.timeline(run.job.snapshot())[-1][0]
     (live_polling if state == "running" else live_static)()
     if state != "running" and snapshot.step > 0:
         result_panel(run)
