@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from conftest import screenshot, wait_for_app
+from conftest import open_app_page, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -47,24 +47,6 @@ def wait_until(pg, predicate, what: str, timeout: float = 90.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def dismiss_page_not_found(pg) -> None:
-    """A fresh server whose first request is not the default page may show a spurious "Page not found"
-    dialog over the right page (upstream streamlit#9992); close it."""
-    if pg.get_by_text("Page not found").count():
-        pg.keyboard.press("Escape")
-        pg.get_by_text("Page not found").wait_for(state="hidden")
-
-
-def full_page_screenshot(pg, name: str):
-    """Streamlit scrolls inside its main block: grow the viewport to that height, then shoot."""
-    height = pg.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
-    pg.set_viewport_size({"width": 1400, "height": max(900, height)})
-    pg.wait_for_timeout(800)
-    path = screenshot(pg, name)
-    pg.set_viewport_size({"width": 1400, "height": 900})
-    return path
-
-
 def pick(pg, label: str, option: str) -> None:
     """Choose `option` in the selectbox `label` (retried: a live redraw may land between open and click)."""
     for _ in range(5):
@@ -89,15 +71,13 @@ def set_tiny_config(pg) -> None:
 
 
 def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, page):
-    page.goto(f"{fresh_server.url}/train")
-    wait_for_app(page)
-    dismiss_page_not_found(page)
+    open_app_page(page, f"{fresh_server.url}/train")
     assert page.get_by_role("heading", name="Train live").is_visible()
     title = wait_until(page, lambda: page.evaluate(PROBE_TITLE), "the preview chart")
     assert "training step 0" in title  # the untrained model's cross-attention, before Start
     set_tiny_config(page)
     assert page.get_by_text("d_model 16, d_ff 32").count()  # the settings summary follows the edits
-    full_page_screenshot(page, "train_before_start")
+    screenshot(page, "train_before_start")
 
     page.get_by_role("button", name="Start", exact=True).click()
     first = wait_until(page, lambda: (page.evaluate(CURVES_POINTS) or [0])[0] >= 1, "the first evaluation")
@@ -121,7 +101,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     page.wait_for_timeout(1500)
     assert step_shown(page) == frozen
     assert page.get_by_role("button", name="Resume", exact=True).is_enabled()
-    full_page_screenshot(page, "train_paused")
+    screenshot(page, "train_paused")
 
     page.get_by_role("button", name="Stop", exact=True).click()
     settle(page)
@@ -142,4 +122,4 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     sidebar.get_by_role("combobox").click()
     assert page.get_by_role("option", name=f"reverse-{frozen} (trained)").is_visible()
     page.keyboard.press("Escape")
-    full_page_screenshot(page, "train_used")
+    screenshot(page, "train_used")
