@@ -153,12 +153,24 @@ def test_a_model_that_only_emits_padding_scores_zero():
     assert metrics["samples"] == 20 and math.isfinite(metrics["loss"])
 
 
+def test_teacher_forced_exact_match_equals_greedy_exact_match():
+    trainer = tiny_trainer(lr=1e-2, task_params={"min_len": 1, "max_len": 6})
+    for _ in range(120):
+        trainer.step()
+    pairs = trainer.heldout(200)
+    greedy = evaluate_pairs(trainer.model, trainer.tokenizer, pairs)
+    forced = evaluate_pairs(trainer.model, trainer.tokenizer, pairs, greedy=False)
+    assert 0.05 < greedy["exact_match"] < 0.95  # a half-trained model: both right and wrong outputs
+    assert forced["exact_match"] == greedy["exact_match"]
+    assert (greedy["decoding"], forced["decoding"]) == ("greedy", "teacher_forced")
+
+
 def test_evaluate_records_history_and_bundle_carries_a_card():
     trainer = tiny_trainer()
     for _ in range(3):
         trainer.step()
     metrics = trainer.evaluate()
-    assert set(metrics) == {"exact_match", "token_accuracy", "loss", "samples"}
+    assert set(metrics) == {"exact_match", "token_accuracy", "loss", "samples", "decoding"}
     assert trainer.history[-1]["step"] == 3 and trainer.history[-1]["samples"] == 8
     bundle = trainer.bundle("mine")
     assert bundle.name == "mine" and bundle.card["steps"] == 3 and bundle.card["train"]["task"] == "copy"
@@ -273,7 +285,8 @@ def test_a_job_finishes_at_max_steps_with_a_final_evaluation(make_job):
     assert job.join(timeout=20)
     snap = job.snapshot()
     assert (snap.state, snap.finished_reason, snap.step) == ("finished", "max steps", 15)
-    assert [row["step"] for row in snap.history] == [10, 15]
+    rows = [(row["step"], row["decoding"], row["samples"]) for row in snap.history]
+    assert rows == [(10, "teacher_forced", 8), (15, "teacher_forced", 8), (15, "greedy", 16)]
 
 
 def test_a_job_stops_at_the_target_after_confirming_it(make_job):
@@ -282,4 +295,5 @@ def test_a_job_stops_at_the_target_after_confirming_it(make_job):
     assert job.join(timeout=20)
     snap = job.snapshot()
     assert (snap.state, snap.finished_reason, snap.step) == ("finished", "target reached", 10)
-    assert [row["samples"] for row in snap.history] == [8, 16]  # cheap check, then confirmation
+    # a cheap teacher-forced check, then the confirmation by greedy decoding on more samples
+    assert [(row["decoding"], row["samples"]) for row in snap.history] == [("teacher_forced", 8), ("greedy", 16)]

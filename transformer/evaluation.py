@@ -62,8 +62,14 @@ def evaluate_pairs(
     tokenizer: Tokenizer,
     pairs: list[tuple[str, str]],
     progress: Callable[[int, int], None] | None = None,
+    greedy: bool = True,
 ) -> dict:
-    """exact_match (greedy), token_accuracy and loss (teacher-forced), samples, over `pairs`."""
+    """exact_match (greedy decoding), token_accuracy and loss (teacher-forced), samples, over `pairs`.
+
+    greedy=False takes exact match from the teacher-forced pass instead: greedy decoding reproduces a
+    target exactly if and only if the argmax after every gold prefix is the next gold token (by
+    induction over the steps), so the two agree except where two logits tie to rounding error; it
+    skips the step-by-step decode, ~5x cheaper, for frequent progress checks."""
     was_training = model.training
     model.eval()
     hits = tokens = exact = 0
@@ -74,9 +80,11 @@ def evaluate_pairs(
             gold = tgt[:, 1:]
             logits = teacher_forced_logits(model, src, tgt)
             loss_sum += float(F.cross_entropy(logits.transpose(1, 2), gold, ignore_index=PAD, reduction="sum"))
-            hits += int(token_hits(logits.argmax(-1), gold).sum())
+            forced = logits.argmax(-1)
+            hits += int(token_hits(forced, gold).sum())
             tokens += int((gold != PAD).sum())
-            exact += int(exact_matches(greedy_batch(model, src, gold.size(1)), gold).sum())
+            output = greedy_batch(model, src, gold.size(1)) if greedy else forced
+            exact += int(exact_matches(output, gold).sum())
             if progress is not None:
                 progress(min(start + EVAL_CHUNK, len(pairs)), len(pairs))
     finally:
@@ -86,6 +94,7 @@ def evaluate_pairs(
         "token_accuracy": hits / tokens,
         "loss": loss_sum / tokens,
         "samples": len(pairs),
+        "decoding": "greedy" if greedy else "teacher_forced",
     }
 
 

@@ -66,7 +66,7 @@ class TrainConfig:
 
     task: str = "reverse"
     task_params: dict = field(default_factory=dict)
-    steps: int = 500
+    steps: int = 600
     batch_size: int = 64
     lr: float = 7e-3
     warmup: int = 100
@@ -184,24 +184,24 @@ class Trainer:
             self._heldout = self.task.pairs(size, seed=EVAL_SEED, split="heldout")
         return self._heldout[:samples]
 
-    def evaluate(self, samples: int | None = None) -> dict:
-        """Metrics on `samples` (default eval_samples) held-out pairs; appends a row to `history`."""
+    def evaluate(self, samples: int | None = None, greedy: bool = True) -> dict:
+        """Metrics on `samples` (default eval_samples) held-out pairs; appends a row to `history`.
+        greedy=False: exact match from the teacher-forced pass (equal, cheaper; see evaluate_pairs)."""
         start = time.perf_counter()
-        metrics = evaluate_pairs(self.model, self.tokenizer, self.heldout(samples or self.config.eval_samples))
+        pairs = self.heldout(samples or self.config.eval_samples)
+        metrics = evaluate_pairs(self.model, self.tokenizer, pairs, greedy=greedy)
         self.elapsed += time.perf_counter() - start
         self.history.append({"step": self.step_count, "seconds": self.elapsed, "train_loss": self.last_loss, **metrics})
         return metrics
 
     def evaluate_for_target(self, target: float | None) -> bool:
-        """Evaluate on eval_samples; if that reaches `target`, confirm on confirm_samples.
-
-        True when the confirmation reached `target` too (training can stop)."""
-        metrics = self.evaluate()
+        """The periodic check: a cheap evaluation on eval_samples (teacher-forced exact match); if that
+        reaches `target`, a confirmation by greedy decoding on confirm_samples. True when the
+        confirmation reached `target` too (training can stop)."""
+        metrics = self.evaluate(greedy=False)
         if target is None or metrics["exact_match"] < target:
             return False
-        if self.config.confirm_samples <= metrics["samples"]:
-            return True
-        return self.evaluate(self.config.confirm_samples)["exact_match"] >= target
+        return self.evaluate(max(self.config.confirm_samples, metrics["samples"]))["exact_match"] >= target
 
     def bundle(self, name: str | None = None) -> ModelBundle:
         """A ModelBundle holding a deep copy of the current model (eval mode) and its model card."""
@@ -214,7 +214,7 @@ class Trainer:
             "task_params": dict(self.task.params),
             "steps": self.step_count,
             "seconds": round(self.elapsed, 3),
-            **{k: latest[k] for k in ("exact_match", "token_accuracy", "loss", "samples") if k in latest},
+            **{k: latest[k] for k in ("exact_match", "token_accuracy", "loss", "samples", "decoding") if k in latest},
             "evaluated_step": latest.get("step"),  # the metrics above were measured at this step
             "train": self.config.to_dict(),
             "parameters": model.num_parameters(),
@@ -226,15 +226,15 @@ class Trainer:
 # Background training
 
 # Torch intra-op threads, set by each job's thread (torch.set_num_threads is process-wide). Measured with
-# benchmarks/threads.py on this 2-core machine while other work ran (load 4-10), default Trainer, steps/s:
-# in a background thread 1 thread 36, 2 threads 23 (34 with OMP_WAIT_POLICY=PASSIVE); in the main thread
-# 1 thread 23, 2 threads 1.9 (OpenMP's busy-wait against the other load). One thread was never slower,
-# and it leaves the second core to the server and to a second session.
+# benchmarks/threads.py on this 2-core machine (load ~2.5 from other work), default Trainer, steps/s, median
+# of 2, main thread / background thread: 1 thread 53 / 42; 2 threads 11 / 30 (OpenMP's busy-wait against
+# the other load); 2 threads with OMP_WAIT_POLICY=PASSIVE 30 / 29. With one more busy process: 1 thread
+# 42 / 52, 2 threads 14 / 27 (PASSIVE 36 / 35). End to end, reverse 10-19 to 99% took 8.8-9.1 s with one
+# thread and 14.4 s with two (PASSIVE). One thread also leaves the other core to the server and a second session.
 TRAINING_THREADS = 1
 
 MAX_CONCURRENT_JOBS = 4  # per process: training jobs whose thread is alive (running or paused)
 MAX_PROBES = 120  # probe results kept; beyond it every other one is dropped and the probe interval doubles
-STATES = ("idle", "running", "paused", "stopped", "finished", "error")
 
 _live_jobs: set["TrainingJob"] = set()
 _live_jobs_lock = threading.Lock()
@@ -246,7 +246,10 @@ class JobLimitError(RuntimeError):
 
 @dataclass(frozen=True)
 class JobSnapshot:
-    """A consistent copy of a job's progress, safe to read from any thread."""
+    """A consistent copy of a job's progress, safe to read from any thread.
+
+    state: "idle", "running", "paused", "stopped" (by stop(), or "session gone"), "finished" (target
+    reached, max steps or time limit: see finished_reason) or "error" (message in `error`)."""
 
     step: int
     state: str
@@ -439,6 +442,8 @@ class TrainingJob:
         reached = False
         if step % trainer.config.eval_every == 0 or out_of_budget:
             reached = trainer.evaluate_for_target(self.target)
+        if out_of_budget and not reached and trainer.history[-1]["decoding"] != "greedy":
+            trainer.evaluate(trainer.config.confirm_samples)  # the final figures come from greedy decoding
         self._publish()
         return "target reached" if reached else out_of_budget
 
