@@ -247,6 +247,15 @@ def test_a_job_without_heartbeat_stops_itself(make_job):
     assert job.snapshot().finished_reason == "session gone"
 
 
+def test_a_long_pause_is_not_a_timeout(make_job):
+    job = make_job(idle_timeout=1.0)
+    job.start(paused=True)
+    time.sleep(1.5)  # paused longer than the timeout, with no heartbeat
+    job.resume()
+    wait_for(lambda: job.snapshot().step >= 1)
+    assert job.snapshot().state == "running"
+
+
 def test_heartbeats_keep_a_job_alive(make_job):
     job = make_job(idle_timeout=0.5)
     job.start()

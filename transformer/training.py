@@ -359,6 +359,7 @@ class TrainingJob:
     def _command(self, paused: bool, pending: int) -> None:
         with self._state:
             if self._status in ("running", "paused"):
+                self._heartbeat = time.monotonic()  # a command is a sign of life (a long pause is no timeout)
                 self._paused, self._pending = paused, pending
                 self._status = "paused" if paused and not pending else "running"
                 self._state.notify_all()
