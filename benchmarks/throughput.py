@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -31,6 +32,9 @@ from transformer.model import EncoderDecoder  # noqa: E402
 from transformer.positional import sinusoidal_table  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
 from transformer.training import MODEL_DEFAULTS  # noqa: E402
+
+# nn.Transformer warns that pre-norm layers cannot use its nested-tensor inference path; training never does.
+warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
 
 SHAPES = {
     "default": dict(MODEL_DEFAULTS),
@@ -104,7 +108,9 @@ def compare(shape: dict, batches: list, rounds: int) -> dict:
     # best: each batch's fastest round (filters out bursts of other load); median: whole rounds
     best = {name: tokens / float(s.min(dim=0).values.sum()) for name, s in seconds.items()}
     median = {name: tokens / float(s.sum(dim=1).median()) for name, s in seconds.items()}
-    summary = {name: {"tokens_per_s_best": round(best[name]), "tokens_per_s_median": round(median[name])} for name in steps}
+    summary = {
+        name: {"tokens_per_s_best": round(best[name]), "tokens_per_s_median": round(median[name])} for name in steps
+    }
     return {
         "shape": shape,
         "parameters": {"ours": ours.num_parameters(), "torch": sum(p.numel() for p in peer.parameters())},
