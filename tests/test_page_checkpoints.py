@@ -144,7 +144,9 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
     assert at.selectbox(key="ckpt_inspect").value == DEFAULT
     card = "\n".join(m.value for m in at.markdown)
-    assert "**Tokenizer:** char, 30 tokens" in card and "**Parameters:** 239,518" in card
+    reverse = load_bundle(REVERSE)
+    assert f"**Tokenizer:** char, {reverse.tokenizer.vocab_size} tokens" in card
+    assert f"**Parameters:** {reverse.model.num_parameters():,}" in card
 
 
 def test_upload_limit_matches_the_server_cap():
