@@ -377,3 +377,18 @@ def test_saved_file_has_ordinary_permissions(bundle, tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def test_pt_refusal_message_is_plain_and_never_advises_unsafe_loading(tmp_path):
+    class Payload:
+        def __reduce__(self):
+            return (print, ("never printed",))
+
+    path = tmp_path / "evil.pt"
+    torch.save({"state_dict": Payload()}, path)
+    for source in (path, b"not a pytorch file" * 4):
+        with pytest.raises(CheckpointError) as info:
+            load_state_dict_file(source)
+        message = str(info.value)
+        assert message.startswith("refused to load this .pt file safely")
+        assert "weights_only" not in message and "\x1b" not in message

@@ -151,8 +151,9 @@ def load_state_dict_file(
         data = _read_capped(source, max_bytes)
         try:
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise CheckpointError(f"refused to load this .pt file safely ({_first_line(exc)})") from None
+        except Exception:  # torch's own text advises loading unsafely: never pass that on to a user
+            raise CheckpointError("refused to load this .pt file safely: it holds something other than tensors "
+                                  "and plain data, or is not a PyTorch file (nothing in it was run)") from None
         if not isinstance(obj, dict):
             raise CheckpointError(f"a .pt checkpoint must hold a dict, found {type(obj).__name__}")
         if "state_dict" in obj:
