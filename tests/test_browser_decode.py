@@ -51,6 +51,9 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
     click_and_wait(pg, "decode_next")
     click_and_wait(pg, "decode_next")
     assert step(pg) == start + 2
+    pg.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .hm, .js-plotly-plot image').length >= 2"
+                         f" && [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
+                         f".filter(t => t.textContent.endsWith('step {start + 2}')).length >= 2")  # painted
     charts = pg.evaluate(CHARTS_JS)
     heatmaps = [c for c in charts if "heatmap" in c["types"]]
     assert [c["title"].split(" · ")[0] for c in heatmaps] == ["Cross-attention", "Decoder self-attention (masked)"]
