@@ -26,6 +26,21 @@ class ConfigError(ValueError):
     """A configuration value is missing, of the wrong type or out of bounds."""
 
 
+def check_bounds(config, bounds: dict[str, tuple[float, float]]) -> None:
+    """Raise ConfigError naming the first field of the dataclass `config` that is not a number of its
+    declared kind (int fields want whole numbers; bools never count) or lies outside `bounds` (NaN does)."""
+    for f in fields(config):
+        if f.name not in bounds:
+            continue
+        value, (lo, hi) = getattr(config, f.name), bounds[f.name]
+        whole = f.type == "int"
+        if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+            kind = "a number (a whole one)" if whole else "a number"
+            raise ConfigError(f"{f.name} must be {kind}, got {value!r}")
+        if not lo <= value <= hi:
+            raise ConfigError(f"{f.name}={value} is outside the allowed range {lo}..{hi}")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape and options of an encoder-decoder Transformer."""
@@ -43,15 +58,7 @@ class ModelConfig:
     max_len: int = 64
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in BOUNDS:
-                lo, hi = BOUNDS[f.name]
-                numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-                if not numeric or (f.type == "int" and not isinstance(value, int)):
-                    raise ConfigError(f"{f.name} must be a number, got {value!r}")
-                if not lo <= value <= hi:
-                    raise ConfigError(f"{f.name}={value} is outside the allowed range {lo}..{hi}")
+        check_bounds(self, BOUNDS)
         if self.norm not in NORMS:
             raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.positional not in POSITIONALS:

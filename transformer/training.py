@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .bundle import ModelBundle
-from .config import ModelConfig
+from .config import ModelConfig, check_bounds
 from .evaluation import evaluate_bundle, evaluate_pairs, teacher_forced_logits, trim
 from .masks import PAD
 from .model import EncoderDecoder
@@ -81,15 +81,7 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         """Raise ValueError naming the first absurd value; return self when all is well."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in TRAIN_BOUNDS:
-                lo, hi = TRAIN_BOUNDS[f.name]
-                integral = f.type == "int"
-                if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
-                    raise ValueError(f"{f.name} must be {'an integer' if integral else 'a number'}, got {value!r}")
-                if not lo <= value <= hi:  # NaN fails this too
-                    raise ValueError(f"{f.name}={value} is outside the allowed range {lo}..{hi}")
+        check_bounds(self, TRAIN_BOUNDS)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if not isinstance(self.task_params, dict):
