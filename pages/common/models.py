@@ -36,9 +36,16 @@ def _session_models() -> dict[str, tuple[str, ModelBundle]]:
     return st.session_state.setdefault(SESSION_MODELS, {})
 
 
-def shipped_entries() -> list[ModelEntry]:
+@st.cache_data(show_spinner=False, max_entries=4)
+def _shipped(signature: tuple) -> list[ModelEntry]:
+    """Reads every checkpoint header once per state of the folder (`signature`), not on every rerun."""
     infos = [i for i in list_checkpoints(ASSETS) if i.error is None]
     return [ModelEntry(f"shipped:{i.path.stem}", f"{i.path.stem} (pretrained)", "shipped", i.path) for i in infos]
+
+
+def shipped_entries() -> list[ModelEntry]:
+    stats = [(path.name, path.stat()) for path in sorted(ASSETS.glob("*.safetensors"))]
+    return _shipped(tuple((name, stat.st_mtime_ns, stat.st_size) for name, stat in stats))
 
 
 def entries() -> dict[str, ModelEntry]:
