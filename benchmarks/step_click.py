@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the app sets it (pages/common/runtime.py)
 
 BUDGET_MS = 100.0
 PAGE = "pages/explore/decode.py"

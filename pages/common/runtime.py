@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import gc
-import os
 
-# OpenMP's default busy-wait made 2-thread torch 8-20x slower whenever another process held a core
-# (DESIGN.md); passive waiting must be set before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import torch  # noqa: E402
+import torch
 
 _configured = False
 
