@@ -64,12 +64,11 @@ def state(at) -> str:
     return job_of(at).snapshot().state
 
 
-def wait_paused(at) -> None:
-    """Wait until the job is paused and its step has settled (pause() reports "paused" at once; a step
-    already under way still lands)."""
-    wait_for(at, lambda a: state(a) == "paused")
-    time.sleep(0.5)
-    at.run()
+def assert_paused(at) -> None:
+    """The run the Pause click made already shows the job paused at the step it stays at (pause() waits
+    for the step under way, so the page never shows a count the job has since moved past)."""
+    assert state(at) == "paused"
+    assert shown_step(at) == job_of(at).snapshot().step
 
 
 def probe_chart(at) -> tuple[str, np.ndarray]:
@@ -107,7 +106,7 @@ def test_start_pause_resume_stop_then_use_the_model(train_page):
     assert at.button(key="train_start").disabled and at.selectbox(key=ts.TASK_KEY).disabled  # locked while live
 
     at.button(key="train_pause").click().run()
-    wait_paused(at)
+    assert_paused(at)
     frozen = shown_step(at)
     time.sleep(1.0)
     at.run()
@@ -196,7 +195,7 @@ def test_probe_snapshots_follow_training_then_scrub_when_paused(train_page):
     at.toggle(key="train_follow").set_value(False).run()
     assert not at.select_slider(key="train_snapshot").disabled
     at.button(key="train_pause").click().run()
-    wait_paused(at)
+    assert_paused(at)
     snapshot = job_of(at).snapshot()
     steps = [step for step, _ in snapshot.probes]
     if steps[-1] < snapshot.step:
@@ -218,7 +217,7 @@ def test_pausing_while_following_shows_the_probe_at_the_paused_step(train_page):
     at.button(key="train_start").click().run()
     wait_for(at, lambda a: job_of(a).snapshot().step > ts.PROBE_EVERY + 3)
     at.button(key="train_pause").click().run()
-    wait_paused(at)
+    assert_paused(at)
     step = job_of(at).snapshot().step
     assert f"training step {step:,}" in probe_chart(at)[0]
     assert at.select_slider(key="train_snapshot").value == step
@@ -276,7 +275,7 @@ def test_two_sessions_train_independently(train_page):
     assert job_of(first) is not job_of(second)
     wait_for(first, lambda a: shown_step(a) > 0)
     first.button(key="train_pause").click().run()
-    wait_paused(first)
+    assert_paused(first)
     paused_at = job_of(first).snapshot().step
     moving = job_of(second).snapshot().step
     wait_for(second, lambda a: shown_step(a) > moving)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 import pytest
@@ -187,7 +188,6 @@ def test_pause_freezes_resume_continues_stop_ends(make_job):
     job.start()
     wait_for(lambda: job.snapshot().step >= 3)
     job.pause()
-    time.sleep(0.2)  # the step under way when pause() arrived may still finish
     frozen = job.snapshot()
     time.sleep(0.3)
     assert job.snapshot().step == frozen.step and frozen.state == "paused"
@@ -197,6 +197,37 @@ def test_pause_freezes_resume_continues_stop_ends(make_job):
     assert job.join(timeout=20)
     snap = job.snapshot()
     assert snap.state == "stopped" and snap.finished_reason == "stopped"
+
+
+def test_pause_and_stop_return_after_the_step_under_way(make_job):
+    """A step that is still running when pause() or stop() arrives lands before they return, so the
+    step count a page reads right after the click is the one the job keeps."""
+    trainer = tiny_trainer()
+    plain_step = trainer.step
+    inside = threading.Event()
+
+    def slow_step():
+        inside.set()
+        time.sleep(0.3)
+        plain_step()
+
+    trainer.step = slow_step
+    job = make_job(trainer)
+    job.start()
+    wait_for(lambda: job.snapshot().step >= 1)
+    inside.clear()
+    assert inside.wait(5)  # the next step is under way
+    job.pause()
+    paused_at = job.snapshot().step
+    time.sleep(0.5)
+    assert job.snapshot().step == paused_at and job.snapshot().state == "paused"
+
+    job.resume()
+    inside.clear()
+    assert inside.wait(5)
+    job.stop()
+    assert job.join(timeout=0)  # already ended
+    assert job.snapshot().state == "stopped" and job.bundle().card["steps"] == job.snapshot().step
 
 
 def test_step_n_advances_exactly_n_then_stays_paused(make_job):

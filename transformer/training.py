@@ -229,6 +229,7 @@ class Trainer:
 TRAINING_THREADS = 1
 
 MAX_CONCURRENT_JOBS = 4  # per process: training jobs whose thread is alive (running or paused)
+SETTLE_TIMEOUT = 10.0  # seconds pause() and stop() wait for the step under way (an evaluation can be in it)
 MAX_PROBES = 120  # probe results kept; beyond it every other one is dropped and the probe interval doubles
 
 _live_jobs: set["TrainingJob"] = set()
@@ -291,6 +292,7 @@ class TrainingJob:
         self._paused = False
         self._pending = 0  # steps still to run while paused (step(n))
         self._stop_requested = False
+        self._stepping = False  # the thread is inside a step (pause() and stop() wait for it to end)
         self._error: str | None = None
         self._reason: str | None = None
         self._heartbeat = time.monotonic()
@@ -317,9 +319,11 @@ class TrainingJob:
             self._heartbeat = time.monotonic()
         self._thread.start()
 
-    def pause(self) -> None:
-        """Stop stepping after the current step (cancels what is left of a step(n))."""
+    def pause(self, timeout: float = SETTLE_TIMEOUT) -> None:
+        """Stop stepping (cancels what is left of a step(n)); returns once the step under way has ended,
+        so the step count a caller reads next is the one the job stays at."""
         self._command(paused=True, pending=0)
+        self._settle(timeout)
 
     def resume(self) -> None:
         self._command(paused=False, pending=0)
@@ -332,13 +336,16 @@ class TrainingJob:
             self.start(paused=True)
         self._command(paused=True, pending=n)
 
-    def stop(self) -> None:
-        """End the thread after the current step; an idle job just becomes stopped."""
+    def stop(self, timeout: float = SETTLE_TIMEOUT) -> None:
+        """End the thread after the current step and return once it has ended (or after `timeout`);
+        an idle job just becomes stopped."""
         with self._state:
             if self._status == "idle":
                 self._status, self._reason = "stopped", "stopped"
             self._stop_requested = True
             self._state.notify_all()
+        if threading.current_thread() is not self._thread:
+            self.join(timeout)
 
     def heartbeat(self) -> None:
         """Tell the job its page is still open (see idle_timeout)."""
@@ -350,6 +357,13 @@ class TrainingJob:
         if self._thread.is_alive():
             self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def _settle(self, timeout: float) -> None:
+        """Wait until the thread is between steps (it finishes the step under way first)."""
+        if threading.current_thread() is self._thread:
+            return
+        with self._state:
+            self._state.wait_for(lambda: not self._stepping, timeout)
 
     def _command(self, paused: bool, pending: int) -> None:
         with self._state:
@@ -412,6 +426,8 @@ class TrainingJob:
     def _wait_for_turn(self) -> str | None:
         """Block while paused; None when a step should run now, else the reason to stop."""
         with self._state:
+            self._stepping = False
+            self._state.notify_all()
             while True:
                 if self._stop_requested:
                     return "stopped"
@@ -420,6 +436,7 @@ class TrainingJob:
                     return "session gone"
                 if not self._paused or self._pending:
                     self._pending = max(0, self._pending - 1)
+                    self._stepping = True
                     return None
                 self._status = "paused"
                 self._state.wait(timeout=0.5)
@@ -463,3 +480,5 @@ class TrainingJob:
     def _end(self, state: str, reason: str, error: str | None = None) -> None:
         with self._state:
             self._status, self._reason, self._error = state, reason, error
+            self._stepping = False
+            self._state.notify_all()
