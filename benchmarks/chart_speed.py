@@ -7,6 +7,11 @@ and reports build time (median ms), JSON size, and, when Chromium and Playwright
 Plotly.newPlot takes to paint each in a real headless browser. Then the cost of server-side export through
 kaleido: its first call (browser start included) and each image after.
 
+And how a chart is built: the decode page's per-step chart (transformer.charts.step_attention_rows, figure
+and layout in one call) against the same figure built the common way, with update_xaxes / update_yaxes /
+add_shape / update_layout calls on a made figure (checked to give the same JSON). Pages rebuild their charts
+on every click, so this is server time per click.
+
     python benchmarks/chart_speed.py [--repeats 15]
 """
 
@@ -27,7 +32,9 @@ from plotly.subplots import make_subplots
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from transformer.charts import head_grid, token_labels  # noqa: E402
+from transformer.charts import head_grid, step_attention_rows, token_labels  # noqa: E402
+from transformer.charts.attention import WEIGHT_BAR  # noqa: E402
+from transformer.charts.common import FONT, WEIGHT_SCALE  # noqa: E402
 from transformer.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
 from timing import median_ms  # noqa: E402
 
@@ -58,6 +65,44 @@ def subplots_grid(weights: np.ndarray, labels: list[str]) -> go.Figure:
     fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1), height=520, width=1100,
                       title="Cross-attention · all heads (make_subplots)")
     return fig
+
+
+def step_rows_by_updates(weights: np.ndarray, labels: list[str], title: str, reference: go.Layout) -> go.Figure:
+    """The peer of step_attention_rows: the same figure, styled through update calls after it is made
+    (sizes and margins copied from `reference`, the real chart's layout)."""
+    layers, heads, k = weights.shape
+    y = [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
+    fig = go.Figure(go.Heatmap(
+        z=weights.reshape(layers * heads, k), x=labels, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1,
+        colorbar=WEIGHT_BAR, xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+    ))
+    for i in range(1, layers):
+        fig.add_shape(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
+                      line=dict(color="#222", width=2))
+    fig.update_xaxes(side="top", tickangle=reference.xaxis.tickangle, range=[-0.5, k - 0.5], showgrid=False,
+                     zeroline=False, tickfont_size=13)
+    fig.update_yaxes(range=[len(y) - 0.5, -0.5], showgrid=False, zeroline=False, tickfont_size=13)
+    fig.update_layout(
+        title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top", pad=dict(t=14),
+                   font=dict(size=17)),
+        font=FONT, height=reference.height, width=reference.width, plot_bgcolor="white", paper_bgcolor="white",
+        margin=dict(l=reference.margin.l, r=10, t=reference.margin.t, b=12), hoverlabel=dict(font_size=14),
+    )
+    return fig
+
+
+def build_styles(repeats: int) -> dict:
+    """Median build ms of the decode page's step chart, both ways."""
+    weights = sample_weights()[:2, :4, 0, :]  # one decoding step of a 2-layer x 4-head model
+    labels = token_labels(list("abcdefghijklmnop") + ["</s>"])
+    reference = step_attention_rows(weights, labels, "step").layout
+    one_call = step_attention_rows(weights, labels, "step")
+    assert one_call.to_plotly_json() == step_rows_by_updates(weights, labels, "step", reference).to_plotly_json()
+    return {
+        "step_rows_one_call_ms": median_ms(lambda: step_attention_rows(weights, labels, "step"), repeats),
+        "step_rows_update_calls_ms": median_ms(lambda: step_rows_by_updates(weights, labels, "step", reference),
+                                               repeats),
+    }
 
 
 def browser_paint_ms(figures: dict[str, go.Figure], repeats: int) -> dict | str:
@@ -128,6 +173,7 @@ def main() -> None:
         "json_bytes": {name: len(fig.to_json()) for name, fig in figures.items()},
         "browser_paint_ms": browser_paint_ms(figures, max(3, args.repeats // 3)),
         "kaleido": kaleido_cost(figures["tiled"], max(3, args.repeats // 3)),
+        "chart_build": build_styles(args.repeats),
         "note": "2-core machine shared with other work; medians",
     }
     print(json.dumps(report, indent=2))

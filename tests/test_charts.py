@@ -168,6 +168,23 @@ def test_head_stats_heatmap_panels_hold_the_metrics():
     for trace in fig.data:
         np.testing.assert_allclose(z(trace), stats[trace.name], rtol=1e-6)
     assert (fig.data[2].zmin, fig.data[2].zmax) == (0, 1)
+    assert_side_by_side(fig, [C.stats.HEAD_METRICS[t.name][0] for t in fig.data])
+
+
+def assert_side_by_side(fig, titles: list[str]):
+    """Trace i sits on panel i's own axes; the panels run left to right without overlapping, each under
+    its title, and rows read top-down in every panel."""
+    domains = []
+    for i, trace in enumerate(fig.data):
+        suffix = "" if i == 0 else str(i + 1)
+        assert (trace.xaxis, trace.yaxis) == (f"x{suffix}", f"y{suffix}")
+        xaxis, yaxis = fig.layout[f"xaxis{suffix}"], fig.layout[f"yaxis{suffix}"]
+        assert (xaxis.anchor, yaxis.anchor) == (f"y{suffix}", f"x{suffix}") and yaxis.autorange == "reversed"
+        domains.append(tuple(xaxis.domain))
+    assert all(lo < hi <= next_lo for (lo, hi), (next_lo, _) in zip(domains, domains[1:]))
+    assert domains[0][0] == 0 and domains[-1][1] == pytest.approx(1)
+    centres = {a.text: a.x for a in fig.layout.annotations}
+    assert [centres[t] for t in titles] == pytest.approx([(lo + hi) / 2 for lo, hi in domains])
 
 
 def test_positional_figures_hold_the_table():
@@ -189,6 +206,8 @@ def test_embedding_sum_panels_add_up_on_one_scale():
     np.testing.assert_allclose(z(positional), pos[0], rtol=1e-6)
     assert len({(t.zmin, t.zmax) for t in fig.data}) == 1
     assert [t.showscale for t in fig.data] == [False, False, True]
+    assert_side_by_side(fig, ["token embedding × √d", "+ positional encoding", "= sum"])
+    assert fig.layout.yaxis2.matches == fig.layout.yaxis3.matches == "y"  # the panels zoom together
 
 
 def test_training_curves_split_loss_and_bounded_accuracies():
@@ -199,6 +218,8 @@ def test_training_curves_split_loss_and_bounded_accuracies():
     assert list(loss.x) == list(range(100)) and exact.x == tuple(range(0, 100, 10))
     assert loss.yaxis == "y" and acc.yaxis == exact.yaxis == "y2"
     assert list(fig.layout.yaxis2.range) == [0, 1.02]
+    assert fig.layout.yaxis.domain[0] > fig.layout.yaxis2.domain[1]  # loss on top, accuracies below
+    assert fig.layout.xaxis.matches == "x2" and fig.layout.xaxis2.title.text == "step"  # one step axis
     thinned = C.training_curves(history, max_points=20).data[0]
     assert len(thinned.x) <= 20 and thinned.x[0] == 0 and thinned.x[-1] == 99
 

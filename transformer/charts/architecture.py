@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .common import KIND_COLORS, display_piece, finish
+from .common import KIND_COLORS, display_piece, figure
 
 ENC_X, DEC_X, HALF = 25.0, 73.0, 19.5  # column centres and half-width, in a 0..100 drawing space
 FFN_COLOR, IO_COLOR, STACK_COLOR = "#6B6B6B", "#F2F2F2", "#FAFAFA"
@@ -16,28 +16,36 @@ def _tint(hex_color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-def _box(fig: go.Figure, cx: float, y0: float, y1: float, text: str, color: str, fill: str | None = None,
-         width: float = HALF - 2.5, dash: str | None = None) -> None:
-    fig.add_shape(type="rect", x0=cx - width, x1=cx + width, y0=y0, y1=y1, layer="below",
-                  line=dict(color=color, width=2, dash=dash), fillcolor=fill or _tint(color, 0.16))
-    fig.add_annotation(x=cx, y=(y0 + y1) / 2, text=text, showarrow=False, font=dict(size=13, color="#111"))
+class _Drawing:
+    """Shapes and annotations collected for one figure (built in one go: see common.figure)."""
 
+    def __init__(self):
+        self.shapes: list[dict] = []
+        self.annotations: list[dict] = []
 
-def _arrow(fig: go.Figure, x0: float, y0: float, x1: float, y1: float, text: str = "") -> None:
-    fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text=text,
-                       showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=2, arrowcolor="#333")
+    def box(self, cx: float, y0: float, y1: float, text: str, color: str, fill: str | None = None,
+            width: float = HALF - 2.5, dash: str | None = None) -> None:
+        self.shapes.append(dict(type="rect", x0=cx - width, x1=cx + width, y0=y0, y1=y1, layer="below",
+                                line=dict(color=color, width=2, dash=dash), fillcolor=fill or _tint(color, 0.16)))
+        self.note(x=cx, y=(y0 + y1) / 2, text=text, font=dict(size=13, color="#111"))
 
+    def arrow(self, x0: float, y0: float, x1: float, y1: float) -> None:
+        self.annotations.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                                     showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=2, arrowcolor="#333"))
 
-def _stack(fig: go.Figure, cx: float, y0: float, y1: float, layers: int, label: str, side: int) -> None:
-    """The rounded block of one stack, with up to five offset outlines behind it hinting at its depth."""
-    for i in range(min(layers, 6) - 1, 0, -1):
-        off = 0.9 * i
-        fig.add_shape(type="rect", x0=cx - HALF + off, x1=cx + HALF + off, y0=y0 + off, y1=y1 + off,
-                      line=dict(color="#9a9a9a", width=1), fillcolor="white", layer="below")
-    fig.add_shape(type="rect", x0=cx - HALF, x1=cx + HALF, y0=y0, y1=y1, layer="below",
-                  line=dict(color="#444", width=2), fillcolor=STACK_COLOR)
-    fig.add_annotation(x=cx + side * (HALF + 2.0), y=(y0 + y1) / 2, text=label, showarrow=False,
-                       xanchor="left" if side > 0 else "right", font=dict(size=15, color="#222"))
+    def note(self, **annotation) -> None:
+        self.annotations.append(dict(showarrow=False, **annotation))
+
+    def stack(self, cx: float, y0: float, y1: float, layers: int, label: str, side: int) -> None:
+        """The rounded block of one stack, with up to five offset outlines behind it hinting at its depth."""
+        for i in range(min(layers, 6) - 1, 0, -1):
+            off = 0.9 * i
+            self.shapes.append(dict(type="rect", x0=cx - HALF + off, x1=cx + HALF + off, y0=y0 + off, y1=y1 + off,
+                                    line=dict(color="#9a9a9a", width=1), fillcolor="white", layer="below"))
+        self.shapes.append(dict(type="rect", x0=cx - HALF, x1=cx + HALF, y0=y0, y1=y1, layer="below",
+                                line=dict(color="#444", width=2), fillcolor=STACK_COLOR))
+        self.note(x=cx + side * (HALF + 2.0), y=(y0 + y1) / 2, text=label,
+                  xanchor="left" if side > 0 else "right", font=dict(size=15, color="#222"))
 
 
 def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_model: int, d_ff: int,
@@ -45,7 +53,7 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
                          title: str = "The active model") -> go.Figure:
     """Encoder and decoder stacks with their sublayers, coloured by attention kind as on every other page,
     and the encoder's output (memory) feeding each decoder layer's cross-attention."""
-    fig = go.Figure()
+    draw = _Drawing()
     d_head = d_model // n_heads
     heads = f"{n_heads} head{'s' if n_heads > 1 else ''} × {d_head} dims"
     positions = {"sinusoidal": "+ sinusoidal positions", "learned": "+ learned positions",
@@ -61,28 +69,29 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
                  KIND_COLORS["cross"]),
                 (63, 73, ffn, FFN_COLOR)],
     }
-    _stack(fig, ENC_X, 22, 58, n_enc_layers, f"×{n_enc_layers}<br>encoder<br>layer{'s' * (n_enc_layers > 1)}", -1)
-    _stack(fig, DEC_X, 22, 80, n_dec_layers, f"×{n_dec_layers}<br>decoder<br>layer{'s' * (n_dec_layers > 1)}", 1)
+    draw.stack(ENC_X, 22, 58, n_enc_layers, f"×{n_enc_layers}<br>encoder<br>layer{'s' * (n_enc_layers > 1)}", -1)
+    draw.stack(DEC_X, 22, 80, n_dec_layers, f"×{n_dec_layers}<br>decoder<br>layer{'s' * (n_dec_layers > 1)}", 1)
     for (cx, boxes), name in zip(sublayers.items(), ("source tokens … </s>", "<s> + tokens so far")):
-        _box(fig, cx, 1, 6, display_piece(name), "#888", IO_COLOR, dash="dot")
-        _box(fig, cx, 10.5, 17.5, f"embedding × √{d_model} {positions}", "#888", IO_COLOR)
-        _arrow(fig, cx, 6, cx, 10.5)
-        _arrow(fig, cx, 17.5, cx, boxes[0][0])
+        draw.box(cx, 1, 6, display_piece(name), "#888", IO_COLOR, dash="dot")
+        draw.box(cx, 10.5, 17.5, f"embedding × √{d_model} {positions}", "#888", IO_COLOR)
+        draw.arrow(cx, 6, cx, 10.5)
+        draw.arrow(cx, 17.5, cx, boxes[0][0])
         for y0, y1, text, color in boxes:
-            _box(fig, cx, y0, y1, text, color)
+            draw.box(cx, y0, y1, text, color)
         for below, above in zip(boxes, boxes[1:]):
-            _arrow(fig, cx, below[1], cx, above[0])
-    _box(fig, DEC_X, 88, 96, "<b>Linear + softmax</b> → next-token probabilities", "#888", IO_COLOR)
-    _arrow(fig, DEC_X, 73, DEC_X, 88)
+            draw.arrow(cx, below[1], cx, above[0])
+    draw.box(DEC_X, 88, 96, "<b>Linear + softmax</b> → next-token probabilities", "#888", IO_COLOR)
+    draw.arrow(DEC_X, 73, DEC_X, 88)
 
     # memory: from the top of the encoder, over and down into every decoder layer's cross-attention
-    fig.add_shape(type="path", path=f"M {ENC_X},53 L {ENC_X},66 L {(ENC_X + DEC_X) / 2},66 "
-                                    f"L {(ENC_X + DEC_X) / 2},50", line=dict(color=KIND_COLORS["cross"], width=3))
-    _arrow(fig, (ENC_X + DEC_X) / 2, 50, DEC_X - HALF + 2.5, 50)
-    fig.add_annotation(x=(ENC_X + DEC_X) / 2 - 1, y=67, text="memory", showarrow=False, yanchor="bottom",
-                       font=dict(size=14, color=KIND_COLORS["cross"]))
-    fig.add_annotation(x=ENC_X - HALF, y=92, showarrow=False, font=dict(size=13, color="#555"), align="left",
-                       xanchor="left", text=f"d_model = {d_model} · {NORM_TEXT[norm]}")
-    fig.update_xaxes(visible=False, range=[-2, 102], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[-1, 98], fixedrange=True)
-    return finish(fig, title, height=640, width=900, showlegend=False)
+    draw.shapes.append(dict(type="path", path=f"M {ENC_X},53 L {ENC_X},66 L {(ENC_X + DEC_X) / 2},66 "
+                                              f"L {(ENC_X + DEC_X) / 2},50",
+                            line=dict(color=KIND_COLORS["cross"], width=3)))
+    draw.arrow((ENC_X + DEC_X) / 2, 50, DEC_X - HALF + 2.5, 50)
+    draw.note(x=(ENC_X + DEC_X) / 2 - 1, y=67, text="memory", yanchor="bottom",
+              font=dict(size=14, color=KIND_COLORS["cross"]))
+    draw.note(x=ENC_X - HALF, y=92, font=dict(size=13, color="#555"), align="left", xanchor="left",
+              text=f"d_model = {d_model} · {NORM_TEXT[norm]}")
+    return figure([], title, height=640, width=900, showlegend=False, shapes=draw.shapes,
+                  annotations=draw.annotations, xaxis=dict(visible=False, range=[-2, 102], fixedrange=True),
+                  yaxis=dict(visible=False, range=[-1, 98], fixedrange=True))

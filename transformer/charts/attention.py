@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from .common import (
     DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_SCALE, as_array, cell_size, check_labels, display_piece,
-    finish, masked_overlay, matrix_layout,
+    figure, masked_overlay, matrix_figure,
 )
 
 WEIGHT_HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
@@ -51,22 +51,21 @@ def attention_heatmap(weights, query_labels: list[str], key_labels: list[str], t
     blocked = _blocked(mask, w.shape)
     z = w if blocked is None else np.where(blocked, np.nan, w).astype(np.float32)
     side = cell_size(*w.shape)
-    fig = go.Figure(go.Heatmap(
+    traces = [go.Heatmap(
         z=z, x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR, xgap=1, ygap=1,
         hoverongaps=False, hovertemplate=WEIGHT_HOVER, hoverinfo="skip" if clickable else None,
-    ))
+    )]
     if blocked is not None:
-        fig.add_trace(masked_overlay(blocked, x, y, "masked: weight 0"))
+        traces.append(masked_overlay(blocked, x, y, "masked: weight 0"))
+    extra = {}
     if clickable:
-        fig.add_trace(_click_layer(w, x, y, side))
+        traces.append(_click_layer(w, x, y, side))
+        extra["clickmode"] = "event+select"
     if highlight is not None:
         row, col = highlight
-        fig.add_shape(type="rect", x0=col - 0.5, x1=col + 0.5, y0=row - 0.5, y1=row + 0.5,
-                      line=dict(color="#E69F00", width=3))
-    matrix_layout(fig, title, y, x, side)
-    if clickable:
-        fig.update_layout(clickmode="event+select")
-    return fig
+        extra["shapes"] = [dict(type="rect", x0=col - 0.5, x1=col + 0.5, y0=row - 0.5, y1=row + 0.5,
+                                line=dict(color="#E69F00", width=3))]
+    return matrix_figure(traces, title, y, x, side, **extra)
 
 
 def _tile(weights: np.ndarray) -> np.ndarray:
@@ -98,18 +97,19 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
     y = _tiled_categories("L", layers, "query", list(query_labels))
     x = _tiled_categories("H", heads, "key", list(key_labels))
     side = int(np.clip(960 / len(x), 3, 26))
-    fig = go.Figure(go.Heatmap(
+    heatmap = go.Heatmap(
         z=_tile(w), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
         hoverongaps=False, hovertemplate="%{y}<br>%{x}<br>weight %{z:.3f}<extra></extra>",
-    ))
+    )
     centre_q, centre_k = q // 2, k // 2
-    fig.update_xaxes(side="top", showgrid=False, tickvals=[x[h * (k + GUTTER) + centre_k] for h in range(heads)],
-                     ticktext=[f"H{h + 1}" for h in range(heads)], tickfont_size=14)
-    fig.update_yaxes(autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain",
-                     tickvals=[y[i * (q + GUTTER) + centre_q] for i in range(layers)],
-                     ticktext=[f"L{i + 1}" for i in range(layers)], tickfont_size=14)
+    xaxis = dict(side="top", showgrid=False, tickvals=[x[h * (k + GUTTER) + centre_k] for h in range(heads)],
+                 ticktext=[f"H{h + 1}" for h in range(heads)], tickfont=dict(size=14))
+    yaxis = dict(autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain",
+                 tickvals=[y[i * (q + GUTTER) + centre_q] for i in range(layers)],
+                 ticktext=[f"L{i + 1}" for i in range(layers)], tickfont=dict(size=14))
     title = title or f"{KIND_TITLES.get(kind, kind)} · all {layers} layers × {heads} heads"
-    return finish(fig, title, height=len(y) * side + 110, width=len(x) * side + 150)
+    return figure([heatmap], title, height=len(y) * side + 110, width=len(x) * side + 150, xaxis=xaxis,
+                  yaxis=yaxis)
 
 
 def step_attention_rows(weights, key_labels: list[str], title: str) -> go.Figure:
@@ -119,15 +119,14 @@ def step_attention_rows(weights, key_labels: list[str], title: str) -> go.Figure
     layers, heads, k = w.shape
     x = check_labels(key_labels, k, "key labels")
     y = [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
-    fig = go.Figure(go.Heatmap(
+    heatmap = go.Heatmap(
         z=w.reshape(layers * heads, k), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
         xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
-    ))
-    for i in range(1, layers):  # a dark rule between layers
-        fig.add_shape(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
-                      line=dict(color="#222", width=2))
-    return matrix_layout(fig, title, y, x, col_px=int(np.clip(560 / k, 26, 48)),
-                         row_px=int(np.clip(480 / len(y), 16, 28)))
+    )
+    rules = [dict(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
+                  line=dict(color="#222", width=2)) for i in range(1, layers)]  # a dark rule between layers
+    return matrix_figure([heatmap], title, y, x, col_px=int(np.clip(560 / k, 26, 48)),
+                         row_px=int(np.clip(480 / len(y), 16, 28)), shapes=rules)
 
 
 def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str], title: str) -> go.Figure:
@@ -139,14 +138,14 @@ def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str],
     shown = s if blocked is None else np.where(blocked, np.nan, s).astype(np.float32)
     magnitudes = np.abs(shown[np.isfinite(shown)])
     bound = float(magnitudes.max()) if magnitudes.size and magnitudes.max() > 0 else 1.0
-    fig = go.Figure(go.Heatmap(
+    traces = [go.Heatmap(
         z=shown, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-bound, zmax=bound, zmid=0, xgap=1, ygap=1,
         colorbar=dict(title=dict(text="score"), len=0.9), hoverongaps=False,
         hovertemplate="query %{y}<br>key %{x}<br>score %{z:.2f}<extra></extra>",
-    ))
+    )]
     if blocked is not None:
-        fig.add_trace(masked_overlay(blocked, x, y, "masked (-inf)"))
-    return matrix_layout(fig, title, y, x, cell_size(*s.shape))
+        traces.append(masked_overlay(blocked, x, y, "masked (-inf)"))
+    return matrix_figure(traces, title, y, x, cell_size(*s.shape))
 
 
 def _category_bar(names: list[str]) -> dict:
@@ -168,14 +167,14 @@ def mask_heatmap(mask, query_labels: list[str], key_labels: list[str], title: st
     if allowed.ndim != 2:
         raise ValueError(f"mask must have 2 dimensions, got shape {allowed.shape}")
     y, x = _labels(allowed, query_labels, key_labels)
-    fig = go.Figure(go.Heatmap(
+    traces = [go.Heatmap(
         z=np.where(allowed, 1.0, np.nan).astype(np.float32), x=x, y=y, zmin=0, zmax=1, xgap=1, ygap=1,
         colorscale=_discrete_scale([MASKED_COLOR, "#0072B2"]), colorbar=_category_bar(["blocked", "may attend"]),
         hoverongaps=False, hovertemplate="query %{y}<br>key %{x}<br>may attend<extra></extra>",
-    ))
+    )]
     if not allowed.all():
-        fig.add_trace(masked_overlay(~allowed, x, y, "blocked"))
-    return matrix_layout(fig, title, y, x, cell_size(*allowed.shape))
+        traces.append(masked_overlay(~allowed, x, y, "blocked"))
+    return matrix_figure(traces, title, y, x, cell_size(*allowed.shape))
 
 
 def padded_batch_heatmap(ids, pieces: list[list[str]], title: str, pad_id: int = 0,
@@ -188,11 +187,11 @@ def padded_batch_heatmap(ids, pieces: list[list[str]], title: str, pad_id: int =
     kind = np.where(ids == pad_id, 0, np.where(np.isin(ids, special_ids), 1, 2))
     text = [[f"{display_piece(p)}<br>{i}" for p, i in zip(row_p, row_i)] for row_p, row_i in zip(pieces, ids.tolist())]
     rows, cols = [f"seq {b + 1}" for b in range(ids.shape[0])], [str(t) for t in range(ids.shape[1])]
-    fig = go.Figure(go.Heatmap(
+    heatmap = go.Heatmap(
         z=kind.astype(np.float32), x=cols, y=rows, zmin=0, zmax=2, xgap=2, ygap=2,
         colorscale=_discrete_scale(["#BDBDBD", "#F3C77B", "#CFE3F3"]),
         colorbar=_category_bar([display_piece("<pad>"), "special", "token"]),
         text=text, texttemplate="%{text}", textfont=dict(size=13, color="#111"),
         hovertemplate="%{y}, position %{x}<br>%{text}<extra></extra>",
-    ))
-    return matrix_layout(fig, title, rows, cols, col_px=52, row_px=48)
+    )
+    return matrix_figure([heatmap], title, rows, cols, col_px=52, row_px=48)

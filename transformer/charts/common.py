@@ -1,4 +1,5 @@
-"""Shared pieces of every chart: token labels, colour scales, titles, layout and the masked-cell overlay."""
+"""Shared pieces of every chart: token labels, colour scales, titles, the layout and figure builders, and the
+masked-cell overlay."""
 
 from __future__ import annotations
 
@@ -58,17 +59,51 @@ def check_labels(labels: list[str], size: int, name: str) -> list[str]:
     return list(labels)
 
 
-def finish(fig: go.Figure, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
-           **layout) -> go.Figure:
-    """Title pinned to the top edge, fonts, white background and margins shared by every chart."""
-    fig.update_layout(
+def layout(title: str, height: int, width: int | None = None, top: int = 64, left: int = 10, **extra) -> dict:
+    """The layout every chart shares (title pinned to the top edge, fonts, white background, margins),
+    with the chart's own keys in `extra`, as nested dicts."""
+    return dict(
         title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
                    pad=dict(t=14), font=dict(size=17)),
         font=FONT, height=int(height), width=int(width) if width else None,
         plot_bgcolor="white", paper_bgcolor="white",
-        margin=dict(l=left, r=10, t=top, b=12), hoverlabel=dict(font_size=14), **layout,
+        margin=dict(l=left, r=10, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **extra,
     )
-    return fig
+
+
+def figure(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
+           **extra) -> go.Figure:
+    """A figure built in one call from its traces and its whole layout. Several times faster than
+    `update_layout`/`update_xaxes`/`add_shape` calls on a built figure, which validate their changes path
+    by path (benchmarks/chart_speed.py); every chart is built this way, as pages rebuild them on each click."""
+    return go.Figure(data=traces, layout=layout(title, height, width, top, left, **extra))
+
+
+def side_by_side(titles: list[str], spacing: float, xaxis: dict, yaxis: dict, title_size: int = 14,
+                 share_y: bool = False) -> dict:
+    """Layout entries for one panel per title, side by side: axes xaxis/yaxis, xaxis2/yaxis2, ... (styled by
+    `xaxis` and `yaxis`), `spacing` apart on 0..1, each panel's title above it. With `share_y` the panels
+    after the first zoom with the first and hide their tick labels. Put panel i's traces on `panel_axes(i)`."""
+    width = (1 - spacing * (len(titles) - 1)) / len(titles)
+    entries: dict = {"annotations": []}
+    for i, text in enumerate(titles):
+        n, domain = _axis_suffix(i), [i * (width + spacing), i * (width + spacing) + width]
+        shared = dict(matches="y", showticklabels=False) if share_y and i else {}
+        entries[f"xaxis{n}"] = dict(xaxis, domain=domain, anchor=f"y{n}")
+        entries[f"yaxis{n}"] = dict(yaxis, domain=[0.0, 1.0], anchor=f"x{n}", **shared)
+        entries["annotations"].append(dict(
+            text=text, x=(domain[0] + domain[1]) / 2, y=1.0, xref="paper", yref="paper", xanchor="center",
+            yanchor="bottom", showarrow=False, font=dict(size=title_size)))
+    return entries
+
+
+def panel_axes(i: int) -> dict:
+    """The trace arguments that put a trace on panel i of `side_by_side`."""
+    return dict(xaxis=f"x{_axis_suffix(i)}", yaxis=f"y{_axis_suffix(i)}")
+
+
+def _axis_suffix(i: int) -> str:
+    return "" if i == 0 else str(i + 1)
 
 
 def cell_size(rows: int, cols: int, target: int = 520, lo: int = 14, hi: int = 44) -> int:
@@ -81,19 +116,19 @@ def _text_px(labels: list[str], size: int = 13) -> int:
     return int(0.62 * size * max((len(html.unescape(label)) for label in labels), default=1)) + 8
 
 
-def matrix_layout(fig: go.Figure, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
-                  row_px: int | None = None, colorbar: bool = True) -> go.Figure:
-    """Keys along the top (flat when they fit a cell, else vertical), queries down the side in token order
-    (reversed y range: row 0 on top), every cell fully in view, and a size that fits the labels."""
+def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
+                  row_px: int | None = None, colorbar: bool = True, **extra) -> go.Figure:
+    """A heatmap figure with keys along the top (flat when they fit a cell, else vertical), queries down the
+    side in token order (reversed y range: row 0 on top), every cell fully in view, sized to fit the labels."""
     rows, cols, row_px = len(y_labels), len(x_labels), row_px or col_px
     flat = _text_px(x_labels) <= col_px
     top = 56 + (24 if flat else _text_px(x_labels))
     left = _text_px(y_labels) + 12
-    fig.update_xaxes(side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5], showgrid=False,
-                     zeroline=False, tickfont_size=13)
-    fig.update_yaxes(range=[rows - 0.5, -0.5], showgrid=False, zeroline=False, tickfont_size=13)
-    return finish(fig, title, height=rows * row_px + top + 16, width=cols * col_px + left + (120 if colorbar else 24),
-                  top=top, left=left)
+    axis = dict(showgrid=False, zeroline=False, tickfont=dict(size=13))
+    return figure(traces, title, height=rows * row_px + top + 16,
+                  width=cols * col_px + left + (120 if colorbar else 24), top=top, left=left,
+                  xaxis=dict(axis, side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5]),
+                  yaxis=dict(axis, range=[rows - 0.5, -0.5]), **extra)
 
 
 def masked_overlay(blocked: np.ndarray, x: list[str], y: list[str], label: str = "masked (-inf)") -> go.Heatmap:

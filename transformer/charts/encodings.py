@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from .common import DIVERGING_SCALE, as_array, check_labels, finish
+from .common import DIVERGING_SCALE, as_array, check_labels, figure, panel_axes, side_by_side
 
 SIMILARITY_SCALE = "Cividis"  # sequential: sinusoidal dot products are mostly positive
 LINE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -26,12 +25,12 @@ def _signed_heatmap(z: np.ndarray, hover: str, bound: float, **kwargs) -> go.Hea
 def positional_matrix(table, title: str = "Positional encoding · position × dimension") -> go.Figure:
     """The (length, d_model) table: positions down, dimensions across, on a diverging scale around 0."""
     t = as_array(table, 2, "table")
-    fig = go.Figure(_signed_heatmap(
+    heatmap = _signed_heatmap(
         t, "position %{y}<br>dimension %{x}<br>value %{z:.3f}", _bound(t), colorbar=dict(title=dict(text="value")),
-    ))
-    fig.update_xaxes(title_text="dimension", side="top", showgrid=False)
-    fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False)
-    return finish(fig, title, height=min(700, max(360, 8 * t.shape[0] + 180)), top=110, left=60)
+    )
+    return figure([heatmap], title, height=min(700, max(360, 8 * t.shape[0] + 180)), top=110, left=60,
+                  xaxis=dict(title=dict(text="dimension"), side="top", showgrid=False),
+                  yaxis=dict(title=dict(text="position"), autorange="reversed", showgrid=False))
 
 
 def positional_curves(table, dims: list[int], title: str = "Positional encoding · chosen dimensions over position"
@@ -40,29 +39,27 @@ def positional_curves(table, dims: list[int], title: str = "Positional encoding 
     t = as_array(table, 2, "table")
     if not dims or any(not 0 <= d < t.shape[1] for d in dims):
         raise ValueError(f"choose dimensions in 0..{t.shape[1] - 1}")
-    fig = go.Figure()
-    for i, d in enumerate(dims):
-        fig.add_trace(go.Scatter(
-            x=np.arange(t.shape[0]), y=t[:, d], name=f"dimension {d}", mode="lines",
-            line=dict(color=LINE_COLORS[i % len(LINE_COLORS)], width=2.5),
-            hovertemplate=f"dimension {d}<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>",
-        ))
-    fig.update_xaxes(title_text="position", gridcolor="#eee", zeroline=False)
-    fig.update_yaxes(title_text="value", gridcolor="#eee", zerolinecolor="#bbb")
-    return finish(fig, title, height=420, legend=dict(orientation="h", y=-0.18, x=0))
+    curves = [go.Scatter(
+        x=np.arange(t.shape[0]), y=t[:, d], name=f"dimension {d}", mode="lines",
+        line=dict(color=LINE_COLORS[i % len(LINE_COLORS)], width=2.5),
+        hovertemplate=f"dimension {d}<br>position %{{x}}<br>value %{{y:.3f}}<extra></extra>",
+    ) for i, d in enumerate(dims)]
+    return figure(curves, title, height=420, legend=dict(orientation="h", y=-0.18, x=0),
+                  xaxis=dict(title=dict(text="position"), gridcolor="#eee", zeroline=False),
+                  yaxis=dict(title=dict(text="value"), gridcolor="#eee", zerolinecolor="#bbb"))
 
 
 def position_similarity(table, title: str = "Dot product between positions") -> go.Figure:
     """PE(i) · PE(j) for every pair of positions: nearby positions look alike, far ones less so."""
     t = as_array(table, 2, "table")
     dots = (t @ t.T).astype(np.float32)
-    fig = go.Figure(go.Heatmap(
+    heatmap = go.Heatmap(
         z=dots, colorscale=SIMILARITY_SCALE, colorbar=dict(title=dict(text="dot")),
         hovertemplate="position %{y} · position %{x}<br>dot product %{z:.2f}<extra></extra>",
-    ))
-    fig.update_xaxes(title_text="position", side="top", showgrid=False)
-    fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False, scaleanchor="x")
-    return finish(fig, title, height=600, width=640, top=110, left=60)
+    )
+    return figure([heatmap], title, height=600, width=640, top=110, left=60,
+                  xaxis=dict(title=dict(text="position"), side="top", showgrid=False),
+                  yaxis=dict(title=dict(text="position"), autorange="reversed", showgrid=False, scaleanchor="x"))
 
 
 def embedding_sum(token_embeddings, positional, labels: list[str],
@@ -75,14 +72,11 @@ def embedding_sum(token_embeddings, positional, labels: list[str],
     y = check_labels(labels, emb.shape[0], "token labels")
     bound = _bound(emb, pos, total)
     panels = (("token embedding × √d", emb), ("+ positional encoding", pos), ("= sum", total))
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=[name for name, _ in panels])
-    for col, (name, z) in enumerate(panels, start=1):
-        fig.add_trace(_signed_heatmap(
-            z, f"{name}<br>token %{{y}}<br>dimension %{{x}}<br>value %{{z:.3f}}", bound, y=y,
-            showscale=col == 3, colorbar=dict(title=dict(text="value")),
-        ), row=1, col=col)
-    fig.update_xaxes(title_text="dimension", showgrid=False)
-    fig.update_yaxes(autorange="reversed", showgrid=False, tickfont_size=13)
-    fig.update_annotations(font_size=15)
-    return finish(fig, title, height=max(300, 26 * len(y) + 170), top=90)
+    traces = [_signed_heatmap(
+        z, f"{name}<br>token %{{y}}<br>dimension %{{x}}<br>value %{{z:.3f}}", bound, y=y,
+        showscale=i == len(panels) - 1, colorbar=dict(title=dict(text="value")), **panel_axes(i),
+    ) for i, (name, z) in enumerate(panels)]
+    layout = side_by_side([name for name, _ in panels], spacing=0.03, share_y=True, title_size=15,
+                          xaxis=dict(title=dict(text="dimension"), showgrid=False),
+                          yaxis=dict(autorange="reversed", showgrid=False, tickfont=dict(size=13)))
+    return figure(traces, title, height=max(300, 26 * len(y) + 170), top=90, **layout)

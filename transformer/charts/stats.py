@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from .common import HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, finish
+from .common import HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, panel_axes, side_by_side
 
 # metric key (as in headstats.head_stats) -> (panel title, fixed colour range or None for 0..max, colours).
 # Entropy's scale runs the other way, so a focused head is bright in every panel.
@@ -26,36 +25,35 @@ def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "
         raise ValueError(f"{len(pieces)} pieces for probabilities of shape {p.shape}")
     labels = [display_piece(piece) for piece in pieces]
     colors = [HIGHLIGHT if piece == chosen else MUTED for piece in pieces]
-    fig = go.Figure(go.Bar(
-        x=p, y=labels, orientation="h", marker_color=colors, text=[f"{v:.3f}" for v in p],
+    bars = go.Bar(
+        x=p, y=labels, orientation="h", marker=dict(color=colors), text=[f"{v:.3f}" for v in p],
         textposition="outside", cliponaxis=False,
         hovertemplate="token %{y}<br>probability %{x:.4f}<extra></extra>",
-    ))
-    fig.update_xaxes(range=[0, 1.12], tickformat=".0%", title_text="probability", gridcolor="#eee")
-    fig.update_yaxes(autorange="reversed", type="category", tickfont_size=15)
-    return finish(fig, title, height=34 * len(p) + 130, showlegend=False)
+    )
+    return figure([bars], title, height=34 * len(p) + 130, showlegend=False,
+                  xaxis=dict(range=[0, 1.12], tickformat=".0%", title=dict(text="probability"), gridcolor="#eee"),
+                  yaxis=dict(autorange="reversed", type="category", tickfont=dict(size=15)))
 
 
 def head_stats_heatmap(stats: dict[str, np.ndarray], title: str) -> go.Figure:
     """One small layers x heads panel per metric from `headstats.head_stats`, values written in the cells."""
     names = [name for name in HEAD_METRICS if name in stats]
     layers, heads = np.shape(stats[names[0]])
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[HEAD_METRICS[n][0] for n in names],
-                        horizontal_spacing=0.06)
-    for col, name in enumerate(names, start=1):
+    traces = []
+    for i, name in enumerate(names):
         values = np.asarray(stats[name], dtype=np.float32)
         _, fixed, scale = HEAD_METRICS[name]
         lo, hi = fixed or (0.0, max(float(np.nanmax(values)), 1e-6))
-        fig.add_trace(go.Heatmap(
+        traces.append(go.Heatmap(
             z=values, x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
             zmin=lo, zmax=hi, colorscale=scale, showscale=False, xgap=2, ygap=2,
-            texttemplate="%{z:.2f}", textfont_size=13, name=name,
-            hovertemplate=f"%{{y}} %{{x}}<br>{name} %{{z:.3f}}<extra></extra>",
-        ), row=1, col=col)
-    fig.update_yaxes(autorange="reversed")
-    fig.update_annotations(font_size=14)
-    return finish(fig, title, height=layers * 42 + 150, width=len(names) * max(heads * 48, 200) + 80, top=80,
-                  left=40)
+            texttemplate="%{z:.2f}", textfont=dict(size=13), name=name,
+            hovertemplate=f"%{{y}} %{{x}}<br>{name} %{{z:.3f}}<extra></extra>", **panel_axes(i),
+        ))
+    panels = side_by_side([HEAD_METRICS[n][0] for n in names], spacing=0.1, xaxis={},
+                          yaxis=dict(autorange="reversed"))
+    return figure(traces, title, height=layers * 42 + 150, width=len(names) * max(heads * 48, 240) + 80, top=80,
+                  left=40, **panels)
 
 
 def _thin(count: int, max_points: int) -> np.ndarray:
@@ -70,19 +68,22 @@ def training_curves(history: list[dict], title: str = "Training", max_points: in
     metric (exact match is measured less often); at most `max_points` entries are drawn, so a live chart
     sends a bounded amount however long training runs. Zoom survives live updates (uirevision)."""
     rows = [history[i] for i in _thin(len(history), max_points)]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.5, 0.5])
-    for name, row, label in (("loss", 1, "loss"), ("token_accuracy", 2, "token accuracy"),
-                             ("exact_match", 2, "held-out exact match")):
+    traces = []
+    for name, axes, label in (("loss", ("x", "y"), "loss"), ("token_accuracy", ("x2", "y2"), "token accuracy"),
+                              ("exact_match", ("x2", "y2"), "held-out exact match")):
         points = [(r["step"], r[name]) for r in rows if r.get(name) is not None]
         steps, values = (list(v) for v in zip(*points)) if points else ([], [])
-        fig.add_trace(go.Scatter(
+        traces.append(go.Scatter(
             x=steps, y=values, name=label, mode="lines+markers" if name == "exact_match" else "lines",
-            line=dict(color=CURVE_COLORS[name], width=2.5), marker_size=6,
+            line=dict(color=CURVE_COLORS[name], width=2.5), marker=dict(size=6), xaxis=axes[0], yaxis=axes[1],
             hovertemplate=f"step %{{x}}<br>{label} %{{y:.3f}}<extra></extra>",
-        ), row=row, col=1)
-    fig.update_yaxes(title_text="loss", rangemode="tozero", gridcolor="#eee", row=1, col=1)
-    fig.update_yaxes(title_text="accuracy", range=[0, 1.02], tickformat=".0%", gridcolor="#eee", row=2, col=1)
-    fig.update_xaxes(gridcolor="#eee")
-    fig.update_xaxes(title_text="step", row=2, col=1)
-    return finish(fig, title, height=480, uirevision="training",
-                  legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom", xanchor="left"))
+        ))
+    return figure(  # loss on top, accuracies below, one shared step axis
+        traces, title, height=480, uirevision="training",
+        legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom", xanchor="left"),
+        xaxis=dict(anchor="y", domain=[0.0, 1.0], gridcolor="#eee", matches="x2", showticklabels=False),
+        xaxis2=dict(anchor="y2", domain=[0.0, 1.0], gridcolor="#eee", title=dict(text="step")),
+        yaxis=dict(anchor="x", domain=[0.54, 1.0], gridcolor="#eee", rangemode="tozero", title=dict(text="loss")),
+        yaxis2=dict(anchor="x2", domain=[0.0, 0.46], gridcolor="#eee", range=[0, 1.02], tickformat=".0%",
+                    title=dict(text="accuracy")),
+    )
