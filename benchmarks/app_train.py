@@ -36,7 +36,7 @@ import plotly.io as pio
 import torch
 
 from pages.common import training_state as ts
-from transformer.training import TRAINING_THREADS, TrainingJob
+from transformer.job import TRAINING_THREADS, TrainingJob
 
 
 def poll(run: ts.Run, cache: ts.FigureCache) -> None:

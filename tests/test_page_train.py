@@ -11,11 +11,12 @@ import plotly_specs
 import pytest
 
 from pages.common import training_state as ts
-from transformer import training
+from transformer import job as job_module
 from transformer.config import BOUNDS, ModelConfig
 from transformer.decoding import greedy_decode
+from transformer.job import TrainingJob
 from transformer.tasks import TASKS
-from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer, TrainingJob
+from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer
 
 PAGE = "pages/models/train.py"
 
@@ -160,7 +161,7 @@ def test_invalid_settings_show_a_message_and_block_start(train_page, changes, me
 
 
 def test_server_cap_gives_a_clear_message(train_page, monkeypatch):
-    monkeypatch.setattr(training, "MAX_CONCURRENT_JOBS", 0)
+    monkeypatch.setattr(job_module, "MAX_CONCURRENT_JOBS", 0)
     at = train_page()
     at.button(key="train_start").click().run()
     assert any("already running" in e.value for e in at.error), [e.value for e in at.error]

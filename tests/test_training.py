@@ -9,10 +9,12 @@ import time
 import pytest
 import torch
 
+from transformer import job as job_module
 from transformer import training
 from transformer.evaluation import evaluate_pairs, exact_matches, token_hits
+from transformer.job import JobLimitError, TrainingJob
 from transformer.masks import EOS, PAD
-from transformer.training import JobLimitError, TrainConfig, Trainer, TrainingJob, evaluate_bundle
+from transformer.training import TrainConfig, Trainer, evaluate_bundle
 
 TINY_MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32}
 
@@ -259,7 +261,7 @@ def test_an_exception_in_a_step_is_captured_and_the_model_kept(make_job):
 
 
 def test_job_limit_raises_a_clear_error(make_job, monkeypatch):
-    monkeypatch.setattr(training, "MAX_CONCURRENT_JOBS", 2)
+    monkeypatch.setattr(job_module, "MAX_CONCURRENT_JOBS", 2)
     first, second, third = make_job(), make_job(), make_job()
     first.start(paused=True)
     second.start(paused=True)
@@ -312,7 +314,7 @@ def test_probe_is_called_and_recorded(make_job):
 
 
 def test_probe_list_is_capped_and_thinned_evenly(make_job, monkeypatch):
-    monkeypatch.setattr(training, "MAX_PROBES", 4)
+    monkeypatch.setattr(job_module, "MAX_PROBES", 4)
     job = make_job(max_steps=12, probe=lambda bundle: None, probe_every=1)
     job.start()
     assert job.join(timeout=20)

@@ -24,8 +24,9 @@ from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, sa
 from .config import NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, greedy_decode
 from .evaluation import evaluate_bundle
+from .job import TrainingJob
 from .tasks import TASKS
-from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer, TrainingJob
+from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer
 
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 BAR_WIDTH = 20

@@ -24,14 +24,9 @@ from transformer.bundle import ModelBundle
 from transformer.config import BOUNDS, ModelConfig
 from transformer.decoding import greedy_decode
 from transformer.export import chart_filename
+from transformer.job import JobSnapshot, TrainingJob
 from transformer.tasks import TASKS
-from transformer.training import (
-    MODEL_DEFAULTS,
-    JobSnapshot,
-    TrainConfig,
-    Trainer,
-    TrainingJob,
-)
+from transformer.training import MODEL_DEFAULTS, TrainConfig, Trainer
 
 RUN = "train_run"  # session_state key of the current Run
 POLL_SECONDS = 0.75  # live view refresh while training runs

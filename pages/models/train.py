@@ -10,8 +10,8 @@ import streamlit as st
 from pages.common import display, models
 from pages.common import training_state as ts
 from transformer.checkpoints import bundle_to_bytes
+from transformer.job import JobLimitError
 from transformer.tasks import TASKS, make_task
-from transformer.training import JobLimitError
 
 PROBE = "train_probe"
 MESSAGE = "train_message"
