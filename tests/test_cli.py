@@ -150,6 +150,7 @@ BAD = {
     "empty input": ["decode", "--checkpoint", "{model}", "--input", ""],
     "zero beam": ["decode", "--checkpoint", "{model}", "--input", "abc", "--beam", "0"],
     "zero samples": ["eval", "--checkpoint", "{model}", "--samples", "0"],
+    "huge samples": ["eval", "--checkpoint", "{model}", "--samples", "99999999999"],
     "unknown task": ["train", "--task", "chess", "--out", "{out}"],
     "param without =": ["train", "--task", "reverse", "--task-param", "max_len", "--out", "{out}"],
     "param out of range": ["train", "--task", "reverse", "--task-param", "max_len=1000", "--out", "{out}"],

@@ -203,11 +203,14 @@ def load_checkpoint(path: Path) -> ModelBundle:
 def run_eval(args: argparse.Namespace) -> int:
     bundle = load_checkpoint(args.checkpoint)
 
-    def progress(done: int, total: int) -> None:
-        sys.stderr.write(f"\revaluating {done}/{total}")
+    live = sys.stderr.isatty()  # a counter rewritten in place on a terminal; nothing in a log file
 
-    metrics = evaluate_bundle(bundle, args.samples, args.seed, progress)
-    sys.stderr.write("\n")
+    def progress(done: int, total: int) -> None:
+        sys.stderr.write(f"\revaluating {done:,}/{total:,}")
+
+    metrics = evaluate_bundle(bundle, args.samples, args.seed, progress if live else None)
+    if live:
+        sys.stderr.write("\n")
     print(json.dumps({**metrics, "seed": args.seed, "task": bundle.task.name, "checkpoint": str(args.checkpoint)}))
     return 0
 

@@ -19,6 +19,7 @@ from .tasks import encode_pairs
 from .tokenizers import Tokenizer
 
 EVAL_CHUNK = 1000  # sequences per forward pass; bounds memory for large evaluations
+MAX_EVAL_SAMPLES = 100_000  # the shipped reverse model takes about two minutes for these on one core
 
 
 def trim(ids: torch.Tensor) -> torch.Tensor:
@@ -100,6 +101,6 @@ def evaluate_pairs(
 
 def evaluate_bundle(bundle, samples: int, seed: int, progress: Callable[[int, int], None] | None = None) -> dict:
     """Metrics of a ModelBundle on freshly generated held-out pairs (the CLI `eval`, the checkpoints page)."""
-    if samples < 1:
-        raise ValueError(f"samples must be at least 1, got {samples}")
+    if not 1 <= samples <= MAX_EVAL_SAMPLES:
+        raise ValueError(f"samples must be between 1 and {MAX_EVAL_SAMPLES:,}, got {samples:,}")
     return evaluate_pairs(bundle.model, bundle.tokenizer, bundle.task.pairs(samples, seed, "heldout"), progress)
