@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import threading
 import time
 
@@ -230,6 +231,31 @@ def test_pause_and_stop_return_after_the_step_under_way(make_job):
     job.stop()
     assert job.join(timeout=0)  # already ended
     assert job.snapshot().state == "stopped" and job.bundle().card["steps"] == job.snapshot().step
+
+
+def test_join_interrupted_by_ctrl_c_still_tells_the_truth(make_job):
+    """A Ctrl-C during join() (the CLI's wait loop) must not make a running job look ended: the CLI then
+    stops it and saves the model, which must not race a step still under way."""
+    trainer = tiny_trainer()
+    plain_step = trainer.step
+    trainer.step = lambda: (time.sleep(0.05), plain_step())
+    job = make_job(trainer)
+    job.start()
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            job.join(timeout=10)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not job.join(timeout=0) and job.snapshot().state == "running"
+    job.stop()
+    assert job.join(timeout=0) and job.snapshot().state == "stopped"
 
 
 def test_step_n_advances_exactly_n_then_stays_paused(make_job):

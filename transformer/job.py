@@ -99,6 +99,9 @@ class TrainingJob:
         self._progress = (trainer.step_count, trainer.elapsed, trainer.last_loss)  # published after each step
         self._rate: deque[tuple[float, int]] = deque(maxlen=50)  # (time, step) of recent steps
         self._thread = threading.Thread(target=self._run, name="training-job", daemon=True)
+        # Set when _run returns. join() waits on this, not on Thread.join: on Python 3.11 a Thread.join
+        # interrupted by Ctrl-C leaves is_alive() False while the thread still runs (a CPython bug).
+        self._ended = threading.Event()
 
     # -- control -----------------------------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
@@ -152,9 +155,7 @@ class TrainingJob:
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end; True when it has (or never started)."""
-        if self._thread.is_alive():
-            self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._thread.ident is None or self._ended.wait(timeout)
 
     def _settle(self, timeout: float) -> None:
         """Wait until the thread is between steps (it finishes the step under way first)."""
@@ -220,6 +221,7 @@ class TrainingJob:
         finally:
             with _live_jobs_lock:
                 _live_jobs.discard(self)
+            self._ended.set()
 
     def _wait_for_turn(self) -> str | None:
         """Block while paused; None when a step should run now, else the reason to stop."""
