@@ -146,6 +146,7 @@ def test_bad_checkpoint_in_a_real_process(tmp_path):
 
 BAD = {
     "missing file": ["eval", "--checkpoint", "no/such/file.safetensors"],
+    "a folder": ["eval", "--checkpoint", "assets"],
     "unknown characters": ["decode", "--checkpoint", "{model}", "--input", "ABC!"],
     "empty input": ["decode", "--checkpoint", "{model}", "--input", ""],
     "zero beam": ["decode", "--checkpoint", "{model}", "--input", "abc", "--beam", "0"],

@@ -243,6 +243,8 @@ def _read_capped(source: Source, max_bytes: int) -> bytes:
         data = bytes(source)
     elif hasattr(source, "read"):
         data = source.read(max_bytes + 1)
+    elif os.path.isdir(source):
+        raise CheckpointError(f"{os.fspath(source)} is a folder; give the path of a checkpoint file in it")
     elif not os.path.isfile(source):
         raise CheckpointError(f"no such file: {os.fspath(source)}")
     else:
