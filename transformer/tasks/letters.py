@@ -22,7 +22,8 @@ class LetterTask(Task):
 
     def __init__(self, min_len: int = 1, max_len: int = 16):
         if not (isinstance(min_len, int) and isinstance(max_len, int) and 1 <= min_len <= max_len <= 48):
-            raise TaskError(f"string lengths must satisfy 1 <= min_len <= max_len <= 48, got {min_len}..{max_len}")
+            raise TaskError("string lengths must be whole numbers with 1 <= min_len <= max_len <= 48, "
+                            f"got min_len={min_len!r}, max_len={max_len!r}")
         super().__init__(min_len=min_len, max_len=max_len)
         self.min_len, self.max_len = min_len, max_len
 
