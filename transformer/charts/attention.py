@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import (
-    DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_SCALE, as_array, cell_size, check_labels, display_piece,
-    figure, masked_overlay, matrix_figure,
+    CATEGORY_AXIS, DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_SCALE, as_array, cell_size, check_labels,
+    display_piece, figure, masked_overlay, matrix_figure,
 )
 
 WEIGHT_HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
@@ -102,9 +102,10 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
         hoverongaps=False, hovertemplate="%{y}<br>%{x}<br>weight %{z:.3f}<extra></extra>",
     )
     centre_q, centre_k = q // 2, k // 2
-    xaxis = dict(side="top", showgrid=False, tickvals=[x[h * (k + GUTTER) + centre_k] for h in range(heads)],
+    xaxis = dict(CATEGORY_AXIS, side="top", showgrid=False,
+                 tickvals=[x[h * (k + GUTTER) + centre_k] for h in range(heads)],
                  ticktext=[f"H{h + 1}" for h in range(heads)], tickfont=dict(size=14))
-    yaxis = dict(autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain",
+    yaxis = dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain",
                  tickvals=[y[i * (q + GUTTER) + centre_q] for i in range(layers)],
                  ticktext=[f"L{i + 1}" for i in range(layers)], tickfont=dict(size=14))
     title = title or f"{KIND_TITLES.get(kind, kind)} · all {layers} layers × {heads} heads"

@@ -21,6 +21,9 @@ KIND_TITLES = {
     "cross": "Cross-attention",
 }
 HIGHLIGHT, MUTED = "#E69F00", "#56B4E9"
+# Token labels ("06 7", "09 0" for a date) can look like numbers or dates to plotly.js, which then guesses a
+# linear or date axis and draws nothing; every axis of labels says it holds categories.
+CATEGORY_AXIS = dict(type="category")
 
 
 def display_piece(piece: str) -> str:
@@ -124,7 +127,7 @@ def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[
     flat = _text_px(x_labels) <= col_px
     top = 56 + (24 if flat else _text_px(x_labels))
     left = _text_px(y_labels) + 12
-    axis = dict(showgrid=False, zeroline=False, tickfont=dict(size=13))
+    axis = dict(CATEGORY_AXIS, showgrid=False, zeroline=False, tickfont=dict(size=13))
     return figure(traces, title, height=rows * row_px + top + 16,
                   width=cols * col_px + left + (120 if colorbar else 24), top=top, left=left,
                   xaxis=dict(axis, side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import DIVERGING_SCALE, as_array, check_labels, figure, panel_axes, side_by_side
+from .common import CATEGORY_AXIS, DIVERGING_SCALE, as_array, check_labels, figure, panel_axes, side_by_side
 
 SIMILARITY_SCALE = "Cividis"  # sequential: sinusoidal dot products are mostly positive
 LINE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -78,5 +78,5 @@ def embedding_sum(token_embeddings, positional, labels: list[str],
     ) for i, (name, z) in enumerate(panels)]
     layout = side_by_side([name for name, _ in panels], spacing=0.03, share_y=True, title_size=15,
                           xaxis=dict(title=dict(text="dimension"), showgrid=False),
-                          yaxis=dict(autorange="reversed", showgrid=False, tickfont=dict(size=13)))
+                          yaxis=dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, tickfont=dict(size=13)))
     return figure(traces, title, height=max(300, 26 * len(y) + 170), top=90, **layout)
