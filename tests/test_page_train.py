@@ -146,6 +146,24 @@ def test_step_n_runs_exactly_n_steps_then_pauses(train_page):
     assert not at.button(key="train_resume").disabled
 
 
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_task_trains_from_the_page(train_page, task):
+    """Pick the task (its probe input follows), run a few steps: no error anywhere, and the probe's
+    attention is redrawn from the new weights (sentencepiece pieces for numbers)."""
+    at = train_page()
+    at.selectbox(key=ts.TASK_KEY).set_value(task).run()
+    assert not at.exception and not at.error
+    at.number_input(key="train_step_n").set_value(2)
+    at.button(key="train_step").click().run()
+    wait_for(at, lambda a: state(a) == "paused" and shown_step(a) == 2)
+    assert not at.exception and not at.error
+    assert job_of(at).bundle().task.name == task
+    title, z = probe_chart(at)
+    assert "training step 2" in title  # paused: the probe is redrawn from the weights it stopped at
+    weights = z[np.isfinite(z)]
+    assert weights.size and weights.min() >= 0 and weights.max() <= 1
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"train_model_n_heads": 3}, "divisible"),
     ({"train_reverse_min_len": 20}, "min_len <= max_len"),
