@@ -12,8 +12,8 @@ declare -A recipe=(
   [copy]="--d-model 64 --steps 4000 --target-accuracy 0.995 --seed 1"
   [sort]="--d-model 64 --steps 6000 --target-accuracy 0.995 --seed 1"
   [addition]="--d-model 128 --d-ff 512 --steps 8000 --target-accuracy 0.995 --seed 1 --lr 0.002 --warmup 200"
-  [dates]="--d-model 128 --d-ff 512 --steps 6000 --target-accuracy 0.98 --seed 1 --lr 0.002 --warmup 200"
-  [numbers]="--d-model 128 --d-ff 512 --steps 6000 --target-accuracy 0.98 --seed 1 --lr 0.002 --warmup 200"
+  [dates]="--d-model 128 --d-ff 512 --steps 6000 --target-accuracy 0.995 --seed 1 --lr 0.002 --warmup 200"
+  [numbers]="--d-model 128 --d-ff 512 --steps 6000 --target-accuracy 0.998 --seed 1 --lr 0.002 --warmup 200"
 )
 tasks=("$@")
 [ ${#tasks[@]} -gt 0 ] || tasks=(reverse copy sort addition dates numbers)
