@@ -62,24 +62,19 @@ def check_labels(labels: list[str], size: int, name: str) -> list[str]:
     return list(labels)
 
 
-def layout(title: str, height: int, width: int | None = None, top: int = 64, left: int = 10, **extra) -> dict:
-    """The layout every chart shares (title pinned to the top edge, fonts, white background, margins),
-    with the chart's own keys in `extra`, as nested dicts."""
-    return dict(
+def figure(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
+           **layout) -> go.Figure:
+    """A figure built in one call from its traces and its whole layout: the parts every chart shares (title
+    pinned to the top edge, fonts, white background, margins) plus the chart's own `layout` keys, as nested
+    dicts. Several times faster than `update_layout`/`update_xaxes`/`add_shape` calls on a made figure,
+    which validate their changes path by path (benchmarks/chart_speed.py); pages rebuild charts on every click."""
+    return go.Figure(data=traces, layout=dict(
         title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
                    pad=dict(t=14), font=dict(size=17)),
         font=FONT, height=int(height), width=int(width) if width else None,
         plot_bgcolor="white", paper_bgcolor="white",
-        margin=dict(l=left, r=10, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **extra,
-    )
-
-
-def figure(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
-           **extra) -> go.Figure:
-    """A figure built in one call from its traces and its whole layout. Several times faster than
-    `update_layout`/`update_xaxes`/`add_shape` calls on a built figure, which validate their changes path
-    by path (benchmarks/chart_speed.py); every chart is built this way, as pages rebuild them on each click."""
-    return go.Figure(data=traces, layout=layout(title, height, width, top, left, **extra))
+        margin=dict(l=left, r=10, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **layout,
+    ))
 
 
 def side_by_side(titles: list[str], spacing: float, xaxis: dict, yaxis: dict, title_size: int = 14,

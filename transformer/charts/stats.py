@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, panel_axes, side_by_side
+from .common import CATEGORY_AXIS, HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, panel_axes, side_by_side
 
 # metric key (as in headstats.head_stats) -> (panel title, fixed colour range or None for 0..max, colours).
 # Entropy's scale runs the other way, so a focused head is bright in every panel.
@@ -32,7 +32,7 @@ def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "
     )
     return figure([bars], title, height=34 * len(p) + 130, showlegend=False,
                   xaxis=dict(range=[0, 1.12], tickformat=".0%", title=dict(text="probability"), gridcolor="#eee"),
-                  yaxis=dict(autorange="reversed", type="category", tickfont=dict(size=15)))
+                  yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))
 
 
 def head_stats_heatmap(stats: dict[str, np.ndarray], title: str) -> go.Figure:
