@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import streamlit as st
 
 from . import display, models
@@ -27,8 +25,7 @@ def heatmap(fig, matrix, rows: list[str], cols: list[str], filename: str, key: s
     if width:
         fit(fig, width)
     display.show_figure(fig, filename, key=f"fig-{key}", width="content")
-    display.csv_download(matrix, [html.unescape(r) for r in rows], [html.unescape(c) for c in cols], filename,
-                         key=f"csv-{key}")
+    display.csv_download(matrix, rows, cols, filename, key=f"csv-{key}")
 
 
 def varied_lengths(examples: list[str], n: int = 3) -> list[str]:

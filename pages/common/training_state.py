@@ -249,11 +249,6 @@ def discard_run() -> None:
         run.job.stop()
 
 
-def is_live(snapshot: JobSnapshot) -> bool:
-    """The job's thread is alive: it is running or paused."""
-    return snapshot.state in ("running", "paused")
-
-
 # --------------------------------------------------------------------------------------------- keeper
 
 _registry: dict[TrainingJob, list] = {}  # job -> [session id or None, last time the session was seen]

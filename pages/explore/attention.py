@@ -200,9 +200,8 @@ def all_heads(view: AttentionMap, task_name: str) -> None:
     images, reason = image_export_available()
     tiled = view.weights.transpose(0, 2, 1, 3).reshape(layers * queries, heads * keys)
     with st.container(horizontal=True):
-        display.csv_download(tiled, [f"L{i + 1} · {_plain(r)}" for i in range(layers) for r in rows],
-                             [f"H{h + 1} · {_plain(c)}" for h in range(heads) for c in cols], stem,
-                             key=f"csv_{stem}")
+        display.csv_download(tiled, [f"L{i + 1} · {r}" for i in range(layers) for r in rows],
+                             [f"H{h + 1} · {c}" for h in range(heads) for c in cols], stem, key=f"csv_{stem}")
         grid_downloads(fig, stem, images)
     if not images:
         st.info(f"PNG/SVG of the whole grid needs a Chromium on the server, and {reason}. The HTML file opens "

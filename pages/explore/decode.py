@@ -211,7 +211,7 @@ def attention_charts(bundle, result: DecodeResult, t: int) -> None:
             layers, heads, _ = weights.shape
             csv_download(weights.reshape(layers * heads, -1),
                          [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)],
-                         [html.unescape(label) for label in labels], name, key=f"decode_csv_{kind}")
+                         labels, name, key=f"decode_csv_{kind}")
 
 
 @st.fragment

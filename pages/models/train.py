@@ -140,17 +140,18 @@ def step_clicked(run: ts.Run | None) -> None:
         request_start(steps)
 
 
-def model_name(run: ts.Run) -> str:
-    """The typed name, else the task and the step the weights are at now."""
+def model_name(run: ts.Run, step: int) -> str:
+    """The typed name, else the task and the step the weights are at."""
     typed = (st.session_state.get("train_model_name") or "").strip()
-    return typed or f"{run.task.name}-{run.job.snapshot().step}"
+    return typed or f"{run.task.name}-{step}"
 
 
 def use_model(run: ts.Run) -> None:
     """Add the run's current weights to this session's models and make them active (a callback: the
     sidebar picker is drawn before the page)."""
-    bundle = run.job.bundle(model_name(run))
-    run.added[run.job.snapshot().step] = models.add_session_model(bundle, "trained")
+    step = run.job.snapshot().step
+    bundle = run.job.bundle(model_name(run, step))
+    run.added[step] = models.add_session_model(bundle, "trained")
     say("success", f"“{bundle.name}” is now the active model: every page uses it (see the sidebar).", "result")
 
 
@@ -301,11 +302,12 @@ def preview_view(settings: ts.RunSettings) -> None:
 def result_panel(run: ts.Run) -> None:
     """Name the model, add it to the sidebar's picker, or download it as a checkpoint."""
     st.subheader("Use the trained model")
-    step, state = run.job.snapshot().step, run.job.snapshot().state
+    snapshot = run.job.snapshot()
+    step, state = snapshot.step, snapshot.state
     name_col, use_col, download_col = st.columns([2, 1, 1], vertical_alignment="bottom")
     name_col.text_input("Name", key="train_model_name", placeholder=f"{run.task.name}-{step}", max_chars=60,
                         help="Shown in the sidebar's model picker and stored in the checkpoint.")
-    name = model_name(run)
+    name = model_name(run, step)
     added = run.added.get(step)
     use_col.button("Use this model", key="train_use", icon=":material/check_circle:", type="primary",
                    width="stretch", disabled=added is not None, on_click=use_model, args=(run,),
@@ -333,9 +335,10 @@ st.latex(r"\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T} \log p_\theta\left(y_t \mid 
 run = ts.current_run()
 snapshot = run.job.snapshot() if run is not None else None
 state = snapshot.state if snapshot is not None else None
-settings = settings_panel(locked=state in ("running", "paused"))
+live = state in ("running", "paused")
+settings = settings_panel(locked=live)
 problem = ts.settings_problem(settings)
-if problem and state not in ("running", "paused"):
+if problem and not live:
     st.error(f"Fix this setting before starting: {problem}.", icon=":material/error:")
 if PROBE not in st.session_state:
     st.session_state[PROBE] = run.probe.text if run is not None else ts.example_input(TASKS[settings.train.task]())
