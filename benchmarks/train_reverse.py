@@ -30,7 +30,8 @@ import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformer.job import TRAINING_THREADS, TrainingJob  # noqa: E402
-from transformer.training import MODEL_DEFAULTS, TrainConfig, Trainer, evaluate_bundle  # noqa: E402
+from transformer.evaluation import evaluate_bundle  # noqa: E402
+from transformer.training import MODEL_DEFAULTS, TrainConfig, Trainer  # noqa: E402
 
 TARGET = 0.99
 CONFIRM_SAMPLES = 1000

@@ -25,7 +25,6 @@ PyTorch `.pt` files are accepted only through `torch.load(weights_only=True)` (n
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -204,12 +203,6 @@ def list_checkpoints(folder: str | os.PathLike) -> list[CheckpointInfo]:
     """Every `*.safetensors` in `folder` (sorted by name), broken ones included with their `error`."""
     folder = Path(folder)
     return [read_info(p) for p in sorted(folder.glob("*.safetensors"))] if folder.is_dir() else []
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, in hex (a cache key that changes whenever the file does)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 # ------------------------------------------------------------------------------------------- internals

@@ -6,7 +6,6 @@ No streamlit here; pages call these and hand the arrays to chart builders.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +15,7 @@ from .decoding import greedy_batch
 from .headstats import alignment_score
 from .masks import PAD, padding_mask, target_mask
 from .model import EncoderDecoder
-from .positional import sinusoidal_table
+from .positional import frequencies, sinusoidal_table
 from .tasks import encode_pairs
 from .tokenizers import Tokenizer
 from .trace import AttentionTrace
@@ -124,7 +123,7 @@ def pe_frequencies(d_model: int) -> torch.Tensor:
     """(d_model / 2,) float64 angular frequencies w_i = 10000^(-2i/d_model) of the sinusoidal pairs."""
     if d_model < 2 or d_model % 2:
         raise ValueError(f"d_model must be an even number >= 2 to pair sines with cosines, got {d_model}")
-    return torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+    return frequencies(d_model, torch.float64)
 
 
 def rotation_matrix(d_model: int, k: int) -> torch.Tensor:

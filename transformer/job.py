@@ -133,7 +133,9 @@ class TrainingJob:
         """Run exactly `n` more steps, then stay paused (an idle job starts paused first)."""
         if n < 1:
             raise ValueError(f"step count must be at least 1, got {n}")
-        if self.snapshot().state == "idle":
+        with self._state:
+            idle = self._status == "idle"
+        if idle:
             self.start(paused=True)
         self._command(paused=True, pending=n)
 

@@ -8,11 +8,15 @@ import torch
 from torch import nn
 
 
+def frequencies(d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(ceil(d_model / 2),) angular frequencies w_i = 10000^(-2i/d_model) of the sine/cosine pairs."""
+    return torch.exp(torch.arange(0, d_model, 2, dtype=dtype) * (-math.log(10000.0) / d_model))
+
+
 def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
     """(length, d_model): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle)."""
     position = torch.arange(length, dtype=torch.float32)[:, None]
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    angles = position * inv_freq
+    angles = position * frequencies(d_model)
     table = torch.zeros(length, d_model)
     table[:, 0::2] = torch.sin(angles)
     table[:, 1::2] = torch.cos(angles[:, : d_model // 2])
@@ -27,18 +31,15 @@ class PositionalEncoding(nn.Module):
         self.kind = kind
         self.max_len = max_len
         self.d_model = d_model
-        if kind == "sinusoidal":  # deterministic, so not saved in checkpoints
-            self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
-        elif kind == "learned":
+        if kind == "learned":
             self.embedding = nn.Embedding(max_len, d_model)
+        else:  # deterministic (zeros for "none"), so not saved in checkpoints and not rebuilt per forward
+            table = sinusoidal_table(max_len, d_model) if kind == "sinusoidal" else torch.zeros(max_len, d_model)
+            self.register_buffer("table", table, persistent=False)
 
     def full_table(self) -> torch.Tensor:
         """(max_len, d_model): every position's encoding (zeros for kind "none")."""
-        if self.kind == "sinusoidal":
-            return self.table
-        if self.kind == "learned":
-            return self.embedding.weight
-        return torch.zeros(self.max_len, self.d_model)
+        return self.embedding.weight if self.kind == "learned" else self.table
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         if offset + length > self.max_len:

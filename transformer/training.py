@@ -17,12 +17,12 @@ from torch import nn
 
 from .bundle import ModelBundle
 from .config import ModelConfig, check_bounds
-from .evaluation import evaluate_bundle, evaluate_pairs, teacher_forced_logits, trim
+from .evaluation import evaluate_pairs, teacher_forced_logits, trim
 from .masks import PAD
 from .model import EncoderDecoder
 from .tasks import make_task
 
-__all__ = ["MODEL_DEFAULTS", "TrainConfig", "Trainer", "evaluate_bundle"]
+__all__ = ["MODEL_DEFAULTS", "TrainConfig", "Trainer"]
 
 # The model shape that reaches 99% held-out exact match on `reverse` fastest (benchmarks/train_reverse.py).
 MODEL_DEFAULTS: dict[str, Any] = {
