@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from transformer.charts.common import COLORBAR_PX
+
 from . import display, models
 
-COLORBAR_PX = 120  # what transformer.charts' matrix layout reserves right of the cells
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 
 

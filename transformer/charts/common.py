@@ -24,6 +24,7 @@ HIGHLIGHT, MUTED = "#E69F00", "#56B4E9"
 # Token labels ("06 7", "09 0" for a date) can look like numbers or dates to plotly.js, which then guesses a
 # linear or date axis and draws nothing; every axis of labels says it holds categories.
 CATEGORY_AXIS = dict(type="category")
+COLORBAR_PX = 120  # pixels a heatmap figure keeps right of its cells for the colour bar
 
 
 def display_piece(piece: str) -> str:
@@ -115,7 +116,7 @@ def _text_px(labels: list[str], size: int = 13) -> int:
 
 
 def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
-                  row_px: int | None = None, colorbar: bool = True, **extra) -> go.Figure:
+                  row_px: int | None = None, **extra) -> go.Figure:
     """A heatmap figure with keys along the top (flat when they fit a cell, else vertical), queries down the
     side in token order (reversed y range: row 0 on top), every cell fully in view, sized to fit the labels."""
     rows, cols, row_px = len(y_labels), len(x_labels), row_px or col_px
@@ -124,7 +125,7 @@ def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[
     left = _text_px(y_labels) + 12
     axis = dict(CATEGORY_AXIS, showgrid=False, zeroline=False, tickfont=dict(size=13))
     return figure(traces, title, height=rows * row_px + top + 16,
-                  width=cols * col_px + left + (120 if colorbar else 24), top=top, left=left,
+                  width=cols * col_px + left + COLORBAR_PX, top=top, left=left,
                   xaxis=dict(axis, side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5]),
                   yaxis=dict(axis, range=[rows - 0.5, -0.5]), **extra)
 
