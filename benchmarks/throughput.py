@@ -26,7 +26,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformer.config import ModelConfig  # noqa: E402
-from transformer.evaluation import teacher_forced_logits, trim  # noqa: E402
+from transformer.evaluation import teacher_forced_logits  # noqa: E402
 from transformer.masks import PAD  # noqa: E402
 from transformer.model import EncoderDecoder  # noqa: E402
 from transformer.positional import sinusoidal_table  # noqa: E402
@@ -131,7 +131,7 @@ def main() -> None:
     torch.manual_seed(0)
     task = make_task("reverse", min_len=10, max_len=19)
     tokenizer, generator = task.make_tokenizer(), torch.Generator().manual_seed(0)
-    batches = [tuple(trim(t) for t in task.batch(args.batch_size, generator, tokenizer)) for _ in range(args.steps)]
+    batches = [task.batch(args.batch_size, generator, tokenizer) for _ in range(args.steps)]
     print(json.dumps({
         "benchmark": "training throughput, target tokens/s: our EncoderDecoder vs torch.nn.Transformer",
         "threads": args.threads, "batch_size": args.batch_size, "batches_per_round": args.steps,

@@ -213,6 +213,7 @@ def test_batch_rows_decode_to_train_pairs(name, tasks):
         assert tokenizer.encode(source) == s_row[:s_len]
         assert not is_heldout(source)
         assert tokenizer.decode(t_row) == task.target(source)
+    assert (src[:, -1] != PAD).any() and (tgt[:, -1] != PAD).any()  # no all-pad column at the end
     again = task.batch(64, torch.Generator().manual_seed(0), tokenizer)
     assert torch.equal(again[0], src) and torch.equal(again[1], tgt)
 
@@ -238,6 +239,15 @@ def test_letter_alignment_points_at_the_copied_letter(name, tasks):
 def test_alignment_is_undefined_where_no_single_position_fits(name, tasks):
     task, _ = tasks[name]
     assert task.alignment(task.examples()[0]) is None
+
+
+def test_letter_batch_is_as_wide_as_its_longest_string():
+    """Like encode_pairs, a letter batch pads to its longest string, not to the task's max_len: the model
+    never spends time on all-pad columns."""
+    task = make_task("copy", min_len=1, max_len=40)
+    src, tgt = task.batch(3, torch.Generator().manual_seed(2), task.make_tokenizer())
+    longest = int((src != PAD).sum(dim=1).max()) - 1  # letters, without </s>
+    assert longest < 40 and src.shape[1] == longest + 1 and tgt.shape[1] == longest + 2
 
 
 def test_letter_batch_never_yields_heldout_strings():

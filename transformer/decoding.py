@@ -29,13 +29,15 @@ class DecodeError(ValueError):
 
 
 @torch.no_grad()
-def greedy_batch(model: EncoderDecoder, src: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Greedy outputs for a padded (batch, src_len) source batch, with a KV cache and no trace.
+def greedy_batch(model: EncoderDecoder, src: torch.Tensor, max_len: int, memory: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """Greedy outputs for a padded (batch, src_len) source batch, with a KV cache and no trace
+    (`memory`: src already encoded).
 
     Returns (batch, <= max_len) ids without <s>; rows end with </s> then <pad>, or are cut at max_len.
     """
     src_mask = padding_mask(src)
-    memory = model.encode(src, src_mask)
+    memory = model.encode(src, src_mask) if memory is None else memory
     cache = DecoderCache()
     token = torch.full((src.size(0), 1), BOS, dtype=torch.long)
     done = torch.zeros(src.size(0), dtype=torch.bool)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from .bundle import ModelBundle
 from .decoding import greedy_batch
-from .evaluation import trim
 from .tasks import encode_pairs
 
 
@@ -30,6 +29,6 @@ def decode_examples(bundle: ModelBundle, pairs: list[tuple[str, str]]) -> list[E
     if not pairs:
         return []
     src, tgt = encode_pairs(bundle.tokenizer, pairs)
-    outputs = greedy_batch(bundle.model, trim(src), tgt.size(1) - 1)
+    outputs = greedy_batch(bundle.model, src, tgt.size(1) - 1)
     return [Example(source, expected, bundle.tokenizer.decode(row.tolist()))
             for (source, expected), row in zip(pairs, outputs)]

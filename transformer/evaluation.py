@@ -22,21 +22,16 @@ EVAL_CHUNK = 1000  # sequences per forward pass; bounds memory for large evaluat
 MAX_EVAL_SAMPLES = 100_000  # the shipped reverse model takes about two minutes for these on one core
 
 
-def trim(ids: torch.Tensor) -> torch.Tensor:
-    """Drop trailing columns that are padding in every row."""
-    width = int((ids != PAD).sum(dim=1).max())
-    return ids[:, :width]
-
-
-def teacher_forced_logits(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-    """Logits (batch, len - 1, vocab) predicting tgt[:, 1:] from tgt[:, :-1].
+def teacher_forced_logits(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor,
+                          memory: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits (batch, len - 1, vocab) predicting tgt[:, 1:] from tgt[:, :-1] (`memory`: src already encoded).
 
     The decoder gets the causal mask only: targets are right-padded, so a pad key is only ever seen by
     later queries, which are pad positions themselves and are never scored. Scored outputs equal those
     under padding AND causal masking, and the causal-only mask is cheaper to build and broadcast.
     """
     src_mask = padding_mask(src)
-    memory = model.encode(src, src_mask)
+    memory = model.encode(src, src_mask) if memory is None else memory
     return model.generator.proj(model.decode(memory, src_mask, tgt[:, :-1]))
 
 
@@ -77,14 +72,15 @@ def evaluate_pairs(
     loss_sum = 0.0
     try:
         for start in range(0, len(pairs), EVAL_CHUNK):
-            src, tgt = (trim(t) for t in encode_pairs(tokenizer, pairs[start : start + EVAL_CHUNK]))
+            src, tgt = encode_pairs(tokenizer, pairs[start : start + EVAL_CHUNK])
             gold = tgt[:, 1:]
-            logits = teacher_forced_logits(model, src, tgt)
+            memory = model.encode(src, padding_mask(src))  # shared by the teacher-forced and greedy passes
+            logits = teacher_forced_logits(model, src, tgt, memory)
             loss_sum += float(F.cross_entropy(logits.transpose(1, 2), gold, ignore_index=PAD, reduction="sum"))
             forced = logits.argmax(-1)
             hits += int(token_hits(forced, gold).sum())
             tokens += int((gold != PAD).sum())
-            output = greedy_batch(model, src, gold.size(1)) if greedy else forced
+            output = greedy_batch(model, src, gold.size(1), memory) if greedy else forced
             exact += int(exact_matches(output, gold).sum())
             if progress is not None:
                 progress(min(start + EVAL_CHUNK, len(pairs)), len(pairs))

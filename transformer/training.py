@@ -17,7 +17,7 @@ from torch import nn
 
 from .bundle import ModelBundle
 from .config import ModelConfig, check_bounds
-from .evaluation import evaluate_pairs, teacher_forced_logits, trim
+from .evaluation import evaluate_pairs, teacher_forced_logits
 from .masks import PAD
 from .model import EncoderDecoder
 from .tasks import make_task
@@ -144,7 +144,7 @@ class Trainer:
         start = time.perf_counter()
         if not self.model.training:  # train() walks every module: ~0.5 ms, so only when needed
             self.model.train()
-        src, tgt = (trim(t) for t in self.task.batch(self.config.batch_size, self.batches, self.tokenizer))
+        src, tgt = self.task.batch(self.config.batch_size, self.batches, self.tokenizer)
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self._rng_state)
             logits = teacher_forced_logits(self.model, src, tgt)  # logits: CrossEntropyLoss applies log-softmax

@@ -82,7 +82,8 @@ class LetterTask(Task):
         tgt[:, 0] = BOS
         tgt[:, 1 : self.max_len + 1] = (self._permute(letters, lengths) + offset).masked_fill(~live, PAD)
         tgt[rows, lengths + 1] = EOS
-        return src, tgt
+        width = int(lengths.max())  # padded to the longest string of this batch, as encode_pairs pads
+        return src[:, : width + 1], tgt[:, : width + 2]
 
 
 class Reverse(LetterTask):
