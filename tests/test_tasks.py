@@ -154,6 +154,9 @@ def test_invalid_sources_raise_task_error(name):
     for source in INVALID[name]:
         with pytest.raises(TaskError):
             task.target(source)
+        assert task.answer(source) is None  # the pages' "no right answer to show"
+    example = task.examples()[0]
+    assert task.answer(example) == task.target(example)
 
 
 @pytest.mark.parametrize("name, params", [

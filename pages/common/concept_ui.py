@@ -5,6 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from transformer.charts.common import COLORBAR_PX
+from transformer.concepts import best_aligned_head
+from transformer.decoding import DecodeResult, greedy_decode
 
 from . import display, models
 
@@ -40,6 +42,20 @@ def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
         goal = short + (long_ - short) * i / (n - 1)
         picked.insert(-1, min((e for e in ordered if e not in picked), key=lambda e: abs(len(e) - goal)))
     return picked
+
+
+@st.cache_resource(max_entries=32, show_spinner="Decoding…")
+def decode(key: str, text: str, positions: bool = True) -> DecodeResult:
+    """The traced greedy decode of `text` by model `key` (`positions=False`: with positions switched off)."""
+    bundle = models.bundle_for(key)
+    return greedy_decode(bundle.model, bundle.tokenizer, text, positions=positions)
+
+
+def focus_head(result: DecodeResult, task, text: str) -> tuple[int, int | None]:
+    """(layer, head) of the cross-attention worth showing first: the head that best follows the task's
+    alignment for `text`, else the last layer with head None (its head average)."""
+    alignment = task.alignment(text) if task.answer(text) is not None else None
+    return best_aligned_head(result.cross.numpy(), alignment) or (result.cross.shape[0] - 1, None)
 
 
 def output(text: str) -> str:

@@ -64,15 +64,16 @@ def set_text(text: str) -> None:
     st.session_state[TEXT] = text
 
 
-def text_from_box() -> None:
-    """on_change of the input box: it holds the new input."""
-    set_text(st.session_state[INPUT_BOX])
+def text_from_box(box: str = INPUT_BOX) -> None:
+    """on_change of an input box (widget key `box`): it holds the new input."""
+    set_text(st.session_state[box])
 
 
-def text_from_example() -> None:
-    """on_change of the example pills (clicking the selected one again deselects it: keep the text then)."""
-    if st.session_state[EXAMPLES] is not None:
-        set_text(st.session_state[EXAMPLES])
+def text_from_example(pills: str = EXAMPLES) -> None:
+    """on_change of example pills (widget key `pills`; clicking the selected one again deselects it: keep the
+    text then)."""
+    if st.session_state[pills] is not None:
+        set_text(st.session_state[pills])
 
 
 def own(key: str, text: str) -> None:

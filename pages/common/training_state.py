@@ -369,14 +369,6 @@ def probe_filename(task_name: str, step: int, layer: int, head: int | None) -> s
 
 
 
-def expected_output(task, source: str) -> str | None:
-    """The right answer for `source`, or None when it is not a valid input of the task."""
-    try:
-        return task.target(source)
-    except ValueError:
-        return None
-
-
 def settings_summary(settings: RunSettings) -> str:
     """One line naming the model shape and the training settings."""
     m, t = settings.model, settings.train

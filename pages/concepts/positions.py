@@ -9,8 +9,8 @@ import streamlit as st
 
 from pages.common import concept_ui, display, models
 from transformer import charts
-from transformer.concepts import best_aligned_head, model_positions, rotation_demo
-from transformer.decoding import DecodeResult, greedy_decode, teacher_forced
+from transformer.concepts import model_positions, rotation_demo
+from transformer.decoding import DecodeResult, teacher_forced
 from transformer.headstats import alignment_score
 from transformer.positional import sinusoidal_table
 from transformer.trace import EmbeddingRecord
@@ -25,12 +25,6 @@ def source_embedding(key: str, text: str) -> tuple[list[str], EmbeddingRecord]:
     bundle = models.bundle_for(key)
     result = teacher_forced(bundle.model, bundle.tokenizer, text, "")
     return result.source_pieces, result.trace.embeddings["src"]
-
-
-@st.cache_resource(max_entries=32, show_spinner="Decoding…")
-def decode(key: str, text: str, positions: bool) -> DecodeResult:
-    bundle = models.bundle_for(key)
-    return greedy_decode(bundle.model, bundle.tokenizer, text, positions=positions)
 
 
 st.title("Positional encoding")
@@ -181,25 +175,21 @@ def without_positions() -> None:
         st.info("Turn the switch on to compare the normal decode with a decode without positions.",
                 icon=":material/waves:")
         return
-    normal, blind = decode(key, text, True), decode(key, text, False)
-    try:
-        expected = task.target(text)
-    except ValueError:
-        expected = None
-    alignment = task.alignment(text) if expected is not None else None
-    found = best_aligned_head(normal.cross.numpy(), alignment)
-    layer, head = found if found else (cfg.n_dec_layers - 1, None)
+    normal, blind = concept_ui.decode(key, text, True), concept_ui.decode(key, text, False)
+    expected = task.answer(text)
+    layer, head = concept_ui.focus_head(normal, task, text)
+    alignment = task.alignment(text) if head is not None else None
     c1, c2 = st.columns(2)
     for col, result, what in ((c1, normal, "with positions"), (c2, blind, "without positions")):
         with col:
             verdict = "" if expected is None else (" ✓ correct" if result.output_text == expected else " ✗ wrong")
             st.markdown(f"**{what.capitalize()}:** {concept_ui.output(result.output_text)}{verdict}")
             cross_view(result, layer, head, what, f"{task.name}_cross_{what.replace(' ', '-')}")
-            if found:
+            if alignment is not None:
                 steps = min(len(alignment), len(result.steps))
                 score = float(alignment_score(result.cross[layer, head].numpy(), alignment[:steps]))
                 st.caption(f"Mean weight on the source token each step should read: **{score:.0%}**")
-    if found:
+    if alignment is not None:
         st.caption(f"Layer {layer + 1}, head {head + 1}: the head whose cross-attention best follows the "
                    "expected alignment in the normal decode, shown for both. Rows: the token written at each "
                    "step; columns: the source tokens.")

@@ -47,15 +47,6 @@ def _pick_keys(kind: str) -> tuple[str, str]:
     return f"attention_layer_{kind}", f"attention_head_{kind}"
 
 
-def _text_from_box() -> None:
-    state.set_text(st.session_state[BOX])
-
-
-def _text_from_example() -> None:
-    if st.session_state[EXAMPLES] is not None:  # clicking the selected example again deselects it
-        state.set_text(st.session_state[EXAMPLES])
-
-
 def input_controls(key: str, task) -> str:
     """The input shared with the decoding page (its state module owns it: a new model starts from its first
     example), in this page's own text box and example pills."""
@@ -67,9 +58,10 @@ def input_controls(key: str, task) -> str:
     text = st.session_state[BOX] = st.session_state[state.TEXT]
     st.session_state[EXAMPLES] = text if text in examples else None
     box, picks = st.columns([2, 3], vertical_alignment="bottom")
-    box.text_input("Input", key=BOX, on_change=_text_from_box, max_chars=200,
+    box.text_input("Input", key=BOX, on_change=state.text_from_box, args=(BOX,), max_chars=200,
                    help="Shared with the step-by-step decoding page: change it on either page.")
-    picks.pills("Examples (held out from training)", examples, key=EXAMPLES, on_change=_text_from_example)
+    picks.pills("Examples (held out from training)", examples, key=EXAMPLES, on_change=state.text_from_example,
+                args=(EXAMPLES,))
     return text
 
 

@@ -7,8 +7,6 @@ import streamlit as st
 
 from pages.common import concept_ui, display, models
 from transformer import charts
-from transformer.concepts import best_aligned_head
-from transformer.decoding import DecodeResult, greedy_decode
 from transformer.export import chart_filename
 
 CARDS = (
@@ -33,12 +31,6 @@ CARDS = (
 )
 
 
-@st.cache_resource(max_entries=32, show_spinner="Decoding…")
-def decode(key: str, text: str) -> DecodeResult:
-    bundle = models.bundle_for(key)
-    return greedy_decode(bundle.model, bundle.tokenizer, text)
-
-
 st.title("Attention Playground")
 st.markdown(
     "A small Transformer, trained on toy tasks, that you can open up. Type an input and see where the model "
@@ -57,22 +49,18 @@ with left:
     text = st.text_input("Input", task.examples()[0], key=f"home_input:{task.name}",
                          help="Any input the model's tokenizer knows; press Enter to decode it.")
     try:
-        result = decode(key, text)
+        result = concept_ui.decode(key, text)
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
         st.error(f"This input cannot be decoded: {exc}", icon=":material/error:")
         result = None
     if result is not None:
         st.markdown(f"**Output:** {concept_ui.output(result.output_text)}")
-        try:
-            expected = task.target(text)
+        expected = task.answer(text)
+        if expected is not None:
             st.markdown("✓ correct" if result.output_text == expected else f"✗ the right answer is `{expected}`")
-        except ValueError:
-            expected = None
 with right:
     if result is not None:
-        alignment = task.alignment(text) if expected is not None else None
-        found = best_aligned_head(result.cross.numpy(), alignment)
-        layer, head = found if found else (cfg.n_dec_layers - 1, None)
+        layer, head = concept_ui.focus_head(result, task, text)
         cross = result.cross[layer]
         weights = (cross[head] if head is not None else cross.mean(0)).numpy()
         rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)

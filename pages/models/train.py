@@ -220,7 +220,7 @@ def probe_panel(timeline: list, task, running: bool) -> None:
     head = top[1].selectbox("Head", [ALL_HEADS, *range(heads)], key="train_head",
                             format_func=lambda h: "All heads" if h == ALL_HEADS else f"Head {h + 1}")
     head = None if head == ALL_HEADS else head
-    expected = ts.expected_output(task, result.source)
+    expected = task.answer(result.source)
     verdict = "" if expected is None else (" · :green[**right**]" if result.output_text == expected
                                            else f" · :red[**wrong**], expected `{expected}`")
     st.markdown(f"Step **{step:,}**: `{result.source}` → `{result.output_text or '(nothing)'}`{verdict}")

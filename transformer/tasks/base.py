@@ -86,6 +86,13 @@ class Task(ABC):
     def target(self, source: str) -> str:
         """The right answer for `source`; TaskError if `source` is not a valid input for this task."""
 
+    def answer(self, source: str) -> str | None:
+        """`target(source)`, or None when `source` is not a valid input for this task."""
+        try:
+            return self.target(source)
+        except ValueError:  # TaskError is one
+            return None
+
     @abstractmethod
     def make_tokenizer(self, seed: int = 0) -> Tokenizer:
         """A tokenizer covering every source and target this task produces."""
