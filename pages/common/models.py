@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import list_checkpoints, load_bundle
+from transformer.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
 DEFAULT_MODEL = "shipped:reverse"
@@ -37,15 +37,25 @@ def _session_models() -> dict[str, tuple[str, ModelBundle]]:
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def _shipped(signature: tuple) -> list[ModelEntry]:
+def _shipped_infos(signature: tuple) -> list[CheckpointInfo]:
     """Reads every checkpoint header once per state of the folder (`signature`), not on every rerun."""
-    infos = [i for i in list_checkpoints(ASSETS) if i.error is None]
-    return [ModelEntry(f"shipped:{i.path.stem}", f"{i.path.stem} (pretrained)", "shipped", i.path) for i in infos]
+    return list_checkpoints(ASSETS)
+
+
+def shipped_infos() -> list[CheckpointInfo]:
+    """The header of every checkpoint in assets/checkpoints, broken files included (with their error)."""
+    stats = [(path.name, path.stat()) for path in sorted(ASSETS.glob("*.safetensors"))]
+    return _shipped_infos(tuple((name, stat.st_mtime_ns, stat.st_size) for name, stat in stats))
+
+
+def shipped_key(path: Path) -> str:
+    """The entry key of a shipped checkpoint file."""
+    return f"shipped:{path.stem}"
 
 
 def shipped_entries() -> list[ModelEntry]:
-    stats = [(path.name, path.stat()) for path in sorted(ASSETS.glob("*.safetensors"))]
-    return _shipped(tuple((name, stat.st_mtime_ns, stat.st_size) for name, stat in stats))
+    return [ModelEntry(shipped_key(i.path), f"{i.path.stem} (pretrained)", "shipped", i.path)
+            for i in shipped_infos() if i.error is None]
 
 
 def entries() -> dict[str, ModelEntry]:

@@ -13,7 +13,7 @@ import streamlit as st
 from pages.common import models, uploads
 from pages.common.sidebar import model_card_lines
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import CheckpointInfo, bundle_to_bytes, list_checkpoints
+from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
 from transformer.eval_examples import Example, decode_examples
 from transformer.evaluation import evaluate_bundle
 from transformer.tasks import TASKS
@@ -80,7 +80,7 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
 
 def shipped_row(info: CheckpointInfo) -> dict:
     """From the file header alone: listing the zoo loads no weights."""
-    return row(f"shipped:{info.path.stem}", "shipped", info.name, info.task, info.config, info.parameters,
+    return row(models.shipped_key(info.path), "shipped", info.name, info.task, info.config, info.parameters,
                info.card, info.size)
 
 
@@ -92,12 +92,12 @@ def session_row(key: str, origin: str) -> dict:
 
 def model_table(entries: dict[str, models.ModelEntry]) -> pd.DataFrame:
     """One row per model this session can use, pretrained first; broken shipped files are reported."""
-    infos = list_checkpoints(models.ASSETS)
+    infos = models.shipped_infos()
     for info in infos:
         if info.error is not None:
             st.warning(f"The pretrained checkpoint `{info.path.name}` cannot be used: {info.error}.",
                        icon=":material/warning:")
-    rows = [shipped_row(i) for i in infos if f"shipped:{i.path.stem}" in entries]
+    rows = [shipped_row(i) for i in infos if models.shipped_key(i.path) in entries]
     rows += [session_row(key, e.origin) for key, e in entries.items() if e.origin != "shipped"]
     return pd.DataFrame(rows).set_index("key")
 
