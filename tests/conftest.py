@@ -20,6 +20,16 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
+class Payload:
+    """Unpickling this creates the file `marker`: the proof that a loader ran code from a hostile file."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """The app and the trainer run torch on one thread (pages/common/runtime.py); so do the tests. On a busy

@@ -17,6 +17,11 @@ def array(value) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
+def specs(at) -> list[dict]:
+    """The specs of every chart on the page, in page order."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
 def spec(at, key: str) -> dict:
     """The spec of the chart shown with widget key `key` (Streamlit ends the element id with it)."""
     found = [el for el in at.get("plotly_chart") if el.proto.id.endswith(f"-{key}")]

@@ -14,6 +14,7 @@ import pytest
 import safetensors.torch
 import torch
 
+from conftest import Payload
 from transformer import checkpoints
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import (
@@ -153,16 +154,6 @@ def test_save_refuses_non_finite_weights(bundle, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ hostile files
-
-
-class Payload:
-    """Unpickling this would create `marker` (it must never happen)."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
 
 
 @pytest.fixture(scope="module")
@@ -370,15 +361,12 @@ def test_saved_file_has_ordinary_permissions(bundle, tmp_path):
 
 
 def test_pt_refusal_message_is_plain_and_never_advises_unsafe_loading(tmp_path):
-    class Payload:
-        def __reduce__(self):
-            return (print, ("never printed",))
-
-    path = tmp_path / "evil.pt"
-    torch.save({"state_dict": Payload()}, path)
+    path, marker = tmp_path / "evil.pt", tmp_path / "marker"
+    torch.save({"state_dict": Payload(marker)}, path)
     for source in (path, b"not a pytorch file" * 4):
         with pytest.raises(CheckpointError) as info:
             load_state_dict_file(source)
         message = str(info.value)
         assert message.startswith("refused to load this .pt file safely")
         assert "weights_only" not in message and "\x1b" not in message
+    assert not marker.exists()  # the payload never ran

@@ -3,7 +3,6 @@ recomputation, the pickers, per-head statistics, and bad input."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
@@ -21,25 +20,16 @@ from transformer.trace import AttentionTrace
 from conftest import ROOT
 from pages.common import models
 from pages.common.decoding_state import INPUT_BOX, MODEL, TEXT
+from plotly_specs import array, specs
 
 PAGE = "pages/explore/attention.py"
 CHECKPOINT = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason="the shipped reverse model is missing")
 
 
-def z_matrix(trace: dict) -> np.ndarray:
-    """A heatmap trace's z from the plotly spec: a typed array {dtype, bdata, shape} or nested lists."""
-    z = trace["z"]
-    if isinstance(z, dict):
-        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        return flat.reshape([int(n) for n in str(z["shape"]).split(",")])
-    return np.array(z, dtype=float)
-
-
 def figures(at) -> dict[str, dict]:
     """Plotly specs on the page, keyed by title."""
-    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-    return {spec["layout"]["title"]["text"]: spec for spec in specs}
+    return {spec["layout"]["title"]["text"]: spec for spec in specs(at)}
 
 
 def figure(at, pattern: str) -> tuple[str, dict]:
@@ -91,7 +81,7 @@ def test_grid_tiles_every_head_of_every_layer(app, bundle):
     layers, heads, queries, keys = weights.shape
     assert (layers, heads) == (bundle.config.n_dec_layers, bundle.config.n_heads)
     title, spec = figure(at, "Cross-attention · all")
-    grid = z_matrix(spec["data"][0])
+    grid = array(spec["data"][0]["z"])
     assert grid.shape == (layers * (queries + 1) - 1, heads * (keys + 1) - 1)
     np.testing.assert_allclose(grid[: queries, keys + 1: 2 * keys + 1], weights[0, 1], atol=1e-5)  # L1 H2
     assert f"{layers} layers × {heads} heads" in title
@@ -103,14 +93,14 @@ def test_large_heatmap_matches_a_traced_recomputation_and_starts_on_the_best_hea
     weights = traced(bundle, text)["cross"]
     title, spec = figure(at, r"Cross-attention · layer \d · head")
     layer, head = picked(title)
-    np.testing.assert_allclose(z_matrix(spec["data"][0]), weights[layer, head], atol=1e-5)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]), weights[layer, head], atol=1e-5)
     scores = alignment_score(weights, bundle.task.alignment(text)[: weights.shape[2]])
     assert (layer, head) == np.unravel_index(np.argmax(scores), scores.shape)
     callout = at.success[0].value
     assert f"Layer {layer + 1}, head {head + 1}" in callout and f"{scores.max():.0%}" in callout
     assert scores.max() > 0.5
     _, mean_spec = figure(at, f"Cross-attention · layer {layer + 1} · mean")
-    np.testing.assert_allclose(z_matrix(mean_spec["data"][0]), weights[layer].mean(0), atol=1e-5)
+    np.testing.assert_allclose(array(mean_spec["data"][0]["z"]), weights[layer].mean(0), atol=1e-5)
 
 
 def test_switching_kind_layer_and_head_changes_title_and_values(app, bundle):
@@ -119,25 +109,25 @@ def test_switching_kind_layer_and_head_changes_title_and_values(app, bundle):
     at.segmented_control(key="attention_kind").set_value("encoder_self").run()
     title, spec = figure(at, r"Encoder self-attention · layer \d · head")
     layer, head = picked(title)
-    np.testing.assert_allclose(z_matrix(spec["data"][0]), weights["encoder_self"][layer, head], atol=1e-5)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]), weights["encoder_self"][layer, head], atol=1e-5)
     at.selectbox(key="attention_layer_encoder_self").set_value(1).run()
     at.selectbox(key="attention_head_encoder_self").set_value(2).run()
     title, spec = figure(at, r"Encoder self-attention · layer \d · head")
     assert title == "Encoder self-attention · layer 2 · head 3"
-    np.testing.assert_allclose(z_matrix(spec["data"][0]), weights["encoder_self"][1, 2], atol=1e-5)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]), weights["encoder_self"][1, 2], atol=1e-5)
     assert not at.success  # the alignment callout belongs to cross-attention
 
     at.segmented_control(key="attention_kind").set_value("decoder_self").run()
     title, spec = figure(at, r"Decoder self-attention \(masked\) · layer \d · head")
     layer, head = picked(title)
-    shown = z_matrix(spec["data"][0])
+    shown = array(spec["data"][0]["z"])
     expected = weights["decoder_self"][layer, head]
     below = np.tril(np.ones_like(expected, dtype=bool))
     np.testing.assert_allclose(shown[below], expected[below], atol=1e-5)
     assert np.isnan(shown[~below]).all()  # masked cells are drawn grey, never as a small number
     _, grid_spec = figure(at, "Decoder self-attention \\(masked\\) · all")
     size = expected.shape[0]
-    first_tile = z_matrix(grid_spec["data"][0])[:size, :size]
+    first_tile = array(grid_spec["data"][0]["z"])[:size, :size]
     np.testing.assert_allclose(first_tile[below], weights["decoder_self"][0, 0][below], atol=1e-5)
     assert np.isnan(first_tile[~below]).all()  # blank in the grid too
 
@@ -161,7 +151,7 @@ def test_input_is_shared_and_bad_input_gives_a_message(app):
     assert at.session_state[TEXT] == "abc"
     assert any("`cba`" in md.value and "correct" in md.value for md in at.markdown)
     _, spec = figure(at, "Cross-attention · all")
-    assert z_matrix(spec["data"][0]).shape[1] == (4 + 1) * spec_heads(spec) - 1
+    assert array(spec["data"][0]["z"]).shape[1] == (4 + 1) * spec_heads(spec) - 1
     at.text_input(key="attention_input").input("Hello!").run()
     assert not at.exception
     assert at.error and "'!', 'H'" in at.error[0].value
@@ -236,7 +226,7 @@ def test_a_model_without_known_alignment_still_shows_every_head(app):
     assert len(at.dataframe[0].value) == 3 * 2 and "Alignment" not in at.dataframe[0].value.columns
     result = greedy_decode(bundle.model, tokenizer, "1+2")
     _, spec = figure(at, "Cross-attention · all")
-    assert z_matrix(spec["data"][0]).shape == (3 * (len(result.steps) + 1) - 1, 2 * (len("1+2") + 2) - 1)
+    assert array(spec["data"][0]["z"]).shape == (3 * (len(result.steps) + 1) - 1, 2 * (len("1+2") + 2) - 1)
     assert any("length limit" in md.value for md in at.markdown) == (not result.finished)
 
 

@@ -16,6 +16,7 @@ import safetensors
 import safetensors.torch
 import torch
 
+from conftest import Payload
 from pages.common import models, uploads
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import bundle_metadata, list_checkpoints, load_bundle
@@ -52,16 +53,6 @@ def upload(at, name: str, data: bytes, key: str = "ckpt_upload"):
 
 def table(at):
     return at.dataframe[0].value
-
-
-class Payload:
-    """Unpickling this creates the file `marker`: the proof that a loader ran code from the file."""
-
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
 
 
 @pytest.fixture(scope="module")

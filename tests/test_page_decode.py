@@ -3,7 +3,6 @@ recomputed here, forcing a token, greedy vs beam, and messages for bad input."""
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
@@ -13,6 +12,7 @@ import torch
 
 from pages.common import decoding_state as state
 from pages.common.models import ASSETS
+from plotly_specs import array, specs
 from transformer.bundle import ModelBundle
 from transformer.charts import token_labels
 from transformer.checkpoints import load_bundle
@@ -40,20 +40,10 @@ def page(app):
     return app(PAGE)
 
 
-def array(value) -> np.ndarray:
-    """A plotly JSON array: a plain list, or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = [int(n) for n in str(value.get("shape", len(flat))).split(",")]
-        return flat.reshape(shape)
-    return np.asarray(value)
-
-
 def charts(at) -> dict[str, dict]:
     """Plotly specs by the start of their title: "Next-token probabilities", "Cross-attention",
     "Decoder self-attention"."""
-    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-    return {re.split(r" ·|\(", s["layout"]["title"]["text"])[0].strip(): s for s in specs}
+    return {re.split(r" ·|\(", s["layout"]["title"]["text"])[0].strip(): s for s in specs(at)}
 
 
 def chosen_token(at) -> str:
