@@ -164,6 +164,7 @@ def test_invalid_sources_raise_task_error(name):
     ("addition", {"max_digits": True}), ("addition", {"digits": 3}), ("dates", {"min_year": 2000, "max_year": 1999}),
     ("dates", {"min_year": 999}), ("dates", {"max_year": 10000}), ("numbers", {"max_value": 9}),
     ("numbers", {"max_value": 1_000_000}), ("numbers", {"max_value": 99.5}), ("reverse", {"max_len": 49}),
+    ("reverse", {"min_len": True}), ("copy", {"min_len": 5, "max_len": 2}), ("sort", {"max_len": "abc"}),
     ("nonsense", {}),
 ])
 def test_bad_params_raise_readable_task_error(name, params):

@@ -10,7 +10,7 @@ import torch
 
 from ..masks import BOS, EOS, PAD
 from ..tokenizers import CharTokenizer, Tokenizer
-from .base import HELDOUT_BUCKETS, Task, TaskError, stable_hash
+from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
 
 
 class LetterTask(Task):
@@ -21,10 +21,10 @@ class LetterTask(Task):
     alphabet = string.ascii_lowercase
 
     def __init__(self, min_len: int = 1, max_len: int = 16):
-        if not (isinstance(min_len, int) and isinstance(max_len, int) and 1 <= min_len <= max_len <= 48):
-            raise TaskError("string lengths must be whole numbers with 1 <= min_len <= max_len <= 48, "
-                            f"got min_len={min_len!r}, max_len={max_len!r}")
-        super().__init__(min_len=min_len, max_len=max_len)
+        super().__init__(min_len=_bounded_int("min_len", min_len, 1, 48),
+                         max_len=_bounded_int("max_len", max_len, 1, 48))
+        if min_len > max_len:
+            raise TaskError(f"string lengths must satisfy min_len <= max_len, got {min_len}..{max_len}")
         self.min_len, self.max_len = min_len, max_len
 
     @property
