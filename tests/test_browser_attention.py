@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, open_app_page, screenshot
+from conftest import needs_reverse, open_app_page, screenshot
 from transformer.export import image_export_available
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not (ROOT / "assets" / "checkpoints" / "reverse.safetensors").exists(),
-                       reason="the shipped reverse model is missing"),
-]
+pytestmark = [pytest.mark.browser, needs_reverse]
 GRID = ".st-key-attention_grid_cross"
 BIG = "[class*=st-key-attention_big_reverse_cross]"
 

@@ -9,15 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, open_app_page, screenshot, wait_for_app
+from conftest import REVERSE, needs_reverse, open_app_page, screenshot, wait_for_app
 from transformer.checkpoints import list_checkpoints, load_bundle
 from transformer.decoding import greedy_decode
 
-REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 ROW_PX = 35  # st.dataframe's header and row height
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")]
+pytestmark = [pytest.mark.browser, needs_reverse]
 
 
 def settle(pg) -> None:

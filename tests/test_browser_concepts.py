@@ -7,11 +7,9 @@ import re
 
 import pytest
 
-from conftest import ROOT, open_app_page, screenshot, wait_for_app
+from conftest import needs_reverse, open_app_page, screenshot, wait_for_app
 
-REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")]
+pytestmark = [pytest.mark.browser, needs_reverse]
 
 TITLES_JS = "() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].map(t => t.textContent)"
 

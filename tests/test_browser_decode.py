@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, open_app_page, screenshot, wait_for_app
+from conftest import REVERSE, needs_reverse, open_app_page, screenshot, wait_for_app
 from transformer.checkpoints import load_bundle
 from transformer.export import chart_filename
 
-REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")]
+pytestmark = [pytest.mark.browser, needs_reverse]
 
 CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
     title: el.querySelector('.gtitle').textContent, types: el.data.map(d => d.type),

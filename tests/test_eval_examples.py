@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
+from conftest import REVERSE, needs_reverse
 from transformer.checkpoints import load_bundle
 from transformer.decoding import greedy_decode
 from transformer.eval_examples import decode_examples
 
-REVERSE = Path(__file__).resolve().parents[1] / "assets" / "checkpoints" / "reverse.safetensors"
-
-
-@pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")
+@needs_reverse
 def test_decode_examples_agree_with_step_by_step_decoding():
     bundle = load_bundle(REVERSE)
     pairs = bundle.task.pairs(12, 5, "heldout") + [("ab", "notreversed")]

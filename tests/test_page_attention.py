@@ -7,7 +7,6 @@ import json
 import re
 
 import numpy as np
-import pytest
 import torch
 
 from transformer.checkpoints import load_bundle
@@ -17,14 +16,13 @@ from transformer.headstats import alignment_score
 from transformer.masks import BOS, EOS, padding_mask
 from transformer.trace import AttentionTrace
 
-from conftest import ROOT
+from conftest import REVERSE, ROOT, needs_reverse
 from pages.common import models
 from pages.common.decoding_state import INPUT_BOX, MODEL, TEXT
 from plotly_specs import array, specs
 
 PAGE = "pages/explore/attention.py"
-CHECKPOINT = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
-pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason="the shipped reverse model is missing")
+pytestmark = needs_reverse
 
 
 def figures(at) -> dict[str, dict]:
@@ -233,7 +231,7 @@ def test_a_model_without_known_alignment_still_shows_every_head(app):
 def test_every_shipped_model_shows_its_heads(app):
     """Switching the sidebar model starts from that model's first example and draws every chart."""
     at = app(PAGE)
-    for path in sorted(CHECKPOINT.parent.glob("*.safetensors")):
+    for path in sorted(REVERSE.parent.glob("*.safetensors")):
         at.selectbox(key=models.ACTIVE).set_value(f"shipped:{path.stem}").run()
         assert not at.exception and not at.error, path.stem
         bundle = load_bundle(path)

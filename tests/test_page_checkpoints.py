@@ -16,7 +16,7 @@ import safetensors
 import safetensors.torch
 import torch
 
-from conftest import Payload
+from conftest import REVERSE, ROOT, Payload, needs_reverse
 from pages.common import models, uploads
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import bundle_metadata, list_checkpoints, load_bundle
@@ -26,12 +26,10 @@ from transformer.evaluation import evaluate_bundle
 from transformer.model import EncoderDecoder
 from transformer.tasks import make_task
 
-ROOT = Path(__file__).resolve().parents[1]
 PAGE = "pages/models/checkpoints.py"
-REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 DEFAULT = "shipped:reverse"
 
-pytestmark = pytest.mark.skipif(not REVERSE.is_file(), reason="the pretrained reverse checkpoint is missing")
+pytestmark = needs_reverse
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pages.common import decoding_state as state
-from pages.common.models import ASSETS
+from conftest import REVERSE, needs_reverse
 from plotly_specs import array, specs
 from transformer.bundle import ModelBundle
 from transformer.charts import token_labels
@@ -25,14 +25,13 @@ from transformer.tasks import make_task
 from transformer.trace import AttentionTrace
 
 PAGE = "pages/explore/decode.py"
-CHECKPOINT = ASSETS / "reverse.safetensors"
-pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped model {CHECKPOINT} is missing")
+pytestmark = needs_reverse
 
 
 @pytest.fixture
 def bundle(page) -> ModelBundle:
     """The shipped model, loaded here from the file the page has just read."""
-    return load_bundle(CHECKPOINT)
+    return load_bundle(REVERSE)
 
 
 @pytest.fixture

@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pages.common.models import ASSETS
+from conftest import needs_reverse
 from plotly_specs import spec, title, z
 from transformer.decoding import greedy_decode
 
-CHECKPOINT = ASSETS / "reverse.safetensors"
 INPUT = "home_input:reverse"
-pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped model {CHECKPOINT} is missing")
+pytestmark = needs_reverse
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pages.common.models import ASSETS
+from conftest import needs_reverse
 from plotly_specs import spec, title, z
 from transformer.decoding import greedy_decode
 from transformer.masks import padding_mask, subsequent_mask, target_mask
@@ -15,9 +15,8 @@ from transformer.tasks import encode_pairs
 from transformer.trace import AttentionTrace
 
 PAGE = "pages/concepts/masks.py"
-CHECKPOINT = ASSETS / "reverse.safetensors"
 INPUTS = "masks_inputs:reverse"
-pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped model {CHECKPOINT} is missing")
+pytestmark = needs_reverse
 
 
 @pytest.fixture

@@ -8,13 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from pages.common.models import ASSETS
+from conftest import needs_reverse
 from plotly_specs import spec, title, z
 
 PAGE = "pages/concepts/positions.py"
-CHECKPOINT = ASSETS / "reverse.safetensors"
 INPUT = "pe_input:reverse"
-pytestmark = pytest.mark.skipif(not CHECKPOINT.exists(), reason=f"the shipped model {CHECKPOINT} is missing")
+pytestmark = needs_reverse
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import concept_ui, display, models
+from pages.common import concept_ui, display
 from transformer import charts
 from transformer.export import chart_filename
 
