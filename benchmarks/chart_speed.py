@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,11 +35,9 @@ from transformer.charts import head_grid, step_attention_rows, token_labels  # n
 from transformer.charts.attention import WEIGHT_BAR  # noqa: E402
 from transformer.charts.common import FONT, WEIGHT_SCALE  # noqa: E402
 from transformer.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
-from timing import median_ms  # noqa: E402
+from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, SIZE = 3, 8, 17
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
 
 
 def sample_weights(seed: int = 0) -> np.ndarray:
@@ -114,7 +111,7 @@ def browser_paint_ms(figures: dict[str, go.Figure], repeats: int) -> dict | str:
         return "skipped: playwright is not installed"
     if path is None:
         return "skipped: no Chromium"
-    page_html = f"<html><body><div id='plot'></div><script>{get_plotlyjs()}</script></body></html>"
+    page_html = plot_page()
     results = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=path, headless=True, args=BROWSER_ARGS)

@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +47,10 @@ from transformer.decoding import greedy_decode, teacher_forced  # noqa: E402
 from transformer.export import browser_path  # noqa: E402
 from transformer.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
-from timing import median_ms  # noqa: E402
+from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, D_MODEL = 3, 8, 128
 SOURCE = "thequickbrownfox"  # 16 letters: 17x17 tiles with </s> and <s>
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync"]
 PAINT_JS = """async ([spec, repeats]) => {
     const fig = JSON.parse(spec); const out = [];
     for (let i = 0; i < repeats; i++) {
@@ -111,7 +108,7 @@ def subplots_peer(weights: np.ndarray):
 
 def figure_benchmark(browser, bundle: ModelBundle, repeats: int) -> dict:
     page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.set_content(f"<html><body><div id='plot'></div><script>{get_plotlyjs()}</script></body></html>")
+    page.set_content(plot_page())
     report = {}
     for kind, (weights, rows, cols) in traced_weights(bundle).items():
         build = lambda: head_grid(weights, rows, cols, kind)  # noqa: E731

@@ -203,6 +203,7 @@ def main() -> None:
     if not CHECKPOINT.exists():
         raise SystemExit(f"missing {CHECKPOINT}: train the shipped reverse model first")
 
+    from conftest import CHROMIUM
     from pages.common.decoding_state import TOPK
     from transformer.checkpoints import load_bundle
     from transformer.decoding import greedy_decode
@@ -211,7 +212,7 @@ def main() -> None:
     bundle = load_bundle(CHECKPOINT)
     library = [timed_ms(lambda: greedy_decode(bundle.model, bundle.tokenizer, text, k=TOPK))
                for _ in range(args.repeats + 1)][1:]
-    browser_ok = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")).exists() and not args.no_browser
+    browser_ok = Path(CHROMIUM).exists() and not args.no_browser
     skipped = "skipped (no Chromium, or --no-browser)"
     server = server_figures(args.clicks, {}) if browser_ok else skipped
     no_gc = server_figures(args.clicks, NO_GC) if browser_ok else skipped
