@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 
 from conftest import ROOT, open_app_page
+from pages.common.catalog import PAGES
 
 PAGES_DIR = ROOT / "pages"
 
 
-def page_url_paths() -> list[str]:
-    """The url_path of every st.Page in app.py, read from its source."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    return [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and getattr(node.func, "attr", None) == "Page" for kw in node.keywords if kw.arg == "url_path"]
-
-
 def test_every_page_url_has_a_legacy_entry_file_and_nothing_else_sits_in_pages():
-    urls = page_url_paths()
+    urls = [info.url_path for info in PAGES if info.url_path]
     assert len(urls) == 6
     entries = {p.stem for p in PAGES_DIR.glob("*.py")}
     assert entries == set(urls)

@@ -6,29 +6,31 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.common import concept_ui, display
+from pages.common.catalog import PAGES
 from transformer import charts
 from transformer.export import chart_filename
 
-CARDS = (
-    ("pages/explore/decode.py", "Step-by-step decoding", ":material/play_arrow:",
-     "Watch the model write its answer one token at a time, with the attention behind each step.",
-     "Try: force a wrong token at step 3 and see whether the model recovers."),
-    ("pages/explore/attention.py", "All attention heads", ":material/grid_view:",
-     "Every head of every layer, encoder, decoder and cross-attention, side by side.",
-     "Try: find the head that draws the clearest anti-diagonal."),
-    ("pages/concepts/masks.py", "Masks", ":material/visibility_off:",
-     "Padding and causal masks, taken from a real forward pass over a padded batch.",
-     "Try: switch off the causal mask and watch the predictions change."),
-    ("pages/concepts/positions.py", "Positional encoding", ":material/waves:",
-     "Sines and cosines that tell the model where each token stands.",
-     "Try: decode without positions and see the reversal fall apart."),
-    ("pages/models/train.py", "Train live", ":material/model_training:",
-     "Train a small model in your browser session and watch its attention form.",
-     "Try: train on copy, then compare its diagonal with reverse's anti-diagonal."),
-    ("pages/models/checkpoints.py", "Checkpoints", ":material/inventory_2:",
-     "Save, load and download models as single .safetensors files.",
-     "Try: save the model you trained and make it the active one."),
-)
+# card text per page (title and icon come from the navigation's catalog)
+CARDS = {
+    "pages/explore/decode.py": (
+        "Watch the model write its answer one token at a time, with the attention behind each step.",
+        "Try: force a wrong token at step 3 and see whether the model recovers."),
+    "pages/explore/attention.py": (
+        "Every head of every layer, encoder, decoder and cross-attention, side by side.",
+        "Try: find the head that draws the clearest anti-diagonal."),
+    "pages/concepts/masks.py": (
+        "Padding and causal masks, taken from a real forward pass over a padded batch.",
+        "Try: switch off the causal mask and watch the predictions change."),
+    "pages/concepts/positions.py": (
+        "Sines and cosines that tell the model where each token stands.",
+        "Try: decode without positions and see the reversal fall apart."),
+    "pages/models/train.py": (
+        "Train a small model in your browser session and watch its attention form.",
+        "Try: train on copy, then compare its diagonal with reverse's anti-diagonal."),
+    "pages/models/checkpoints.py": (
+        "Save, load and download models as single .safetensors files.",
+        "Try: save the model you trained and make it the active one."),
+}
 
 
 st.title("Attention Playground")
@@ -74,10 +76,12 @@ with right:
                    "input tokens the model looked at while writing it.")
 
 st.subheader("Where to go next")
-for start in range(0, len(CARDS), 3):
-    for col, (page, label, icon, what, idea) in zip(st.columns(3), CARDS[start:start + 3]):
+cards = [info for info in PAGES if info.path in CARDS]
+for start in range(0, len(cards), 3):
+    for col, info in zip(st.columns(3), cards[start:start + 3]):
+        what, idea = CARDS[info.path]
         with col, st.container(border=True, height="stretch"):
-            st.page_link(page, label=f"**{label}**", icon=icon)
+            st.page_link(info.path, label=f"**{info.title}**", icon=info.icon)
             st.markdown(what)
             st.caption(idea)
 
