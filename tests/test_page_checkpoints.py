@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import random
 import struct
@@ -317,3 +318,18 @@ def test_a_sessions_work_never_changes_the_shared_cached_model(app):
     evaluate_bundle(shared, 20, 3)
     assert same(snapshot(shared), before)
     assert models.bundle_for(DEFAULT) is shared
+
+
+def test_replacing_a_shipped_file_changes_its_version_and_its_bundle(monkeypatch, tmp_path):
+    """Page caches key on (model key, models.version): a replaced checkpoint file must change the version
+    (and load afresh), so no page serves results of the old weights."""
+    monkeypatch.setattr(models, "ASSETS", tmp_path)
+    path = tmp_path / "reverse.safetensors"
+    path.write_bytes(REVERSE.read_bytes())
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    key = models.shipped_key(path)
+    before, bundle = models.version(key), models.bundle_for(key)
+    assert before == 1_000_000_000 and models.version(key) == before
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))  # the same name, a new file
+    assert models.version(key) == 2_000_000_000 and models.bundle_for(key) is not bundle
+    assert models.version("trained:gone") == 0  # a key that is not (or no longer) there

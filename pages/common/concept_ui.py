@@ -45,8 +45,9 @@ def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
 
 
 @st.cache_resource(max_entries=32, show_spinner="Decoding…")
-def decode(key: str, text: str, positions: bool = True) -> DecodeResult:
-    """The traced greedy decode of `text` by model `key` (`positions=False`: with positions switched off)."""
+def decode(key: str, version: int, text: str, positions: bool = True) -> DecodeResult:
+    """The traced greedy decode of `text` by model `key` at `models.version` `version` (`positions=False`:
+    with positions switched off)."""
     bundle = models.bundle_for(key)
     return greedy_decode(bundle.model, bundle.tokenizer, text, positions=positions)
 

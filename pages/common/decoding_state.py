@@ -14,7 +14,6 @@ from transformer.bundle import ModelBundle
 from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
 from transformer.tasks import TaskError
 
-from . import models
 
 TEXT = "decode_text"  # the input being decoded (read it from other pages for "the current input")
 STEP = "decode_step"  # 0-based step shown; None until the decode of a new input picks a middle step
@@ -23,13 +22,6 @@ OWNER = "decode_owner"  # (model key, input) that STEP and FORCED belong to
 MODEL = "decode_model"  # the model key TEXT was chosen for
 INPUT_BOX, STEP_SLIDER, EXAMPLES = "decode_input_box", "decode_step_slider", "decode_examples"  # widget keys
 TOPK = 5
-
-
-def model_version(key: str) -> int:
-    """Changes when a shipped checkpoint file is replaced, so cached decodes of the old one are not reused
-    (session models get a fresh key each time they are added)."""
-    entry = models.entries().get(key)
-    return entry.path.stat().st_mtime_ns if entry is not None and entry.path is not None else 0
 
 
 @st.cache_data(max_entries=128, show_spinner=False)

@@ -66,6 +66,13 @@ def entries() -> dict[str, ModelEntry]:
     return found
 
 
+def version(key: str) -> int:
+    """Changes when a shipped checkpoint file is replaced: every page cache keyed by (key, version) then
+    computes afresh instead of serving results of the old weights (session models get a new key instead)."""
+    entry = entries().get(key)
+    return entry.path.stat().st_mtime_ns if entry is not None and entry.path is not None else 0
+
+
 def bundle_for(key: str) -> ModelBundle:
     """The bundle behind an entry key (KeyError if it is gone)."""
     if key.startswith("shipped:"):

@@ -274,7 +274,7 @@ if active is None:
 bundle = models.bundle_for(active)
 text = input_controls(active, bundle.task)
 try:
-    output, finished, maps = decode(active, state.model_version(active), text)
+    output, finished, maps = decode(active, models.version(active), text)
 except (TokenizerError, DecodeError) as exc:
     st.error(f"{bundle.name} cannot decode this input: {exc}. Type another one or pick an example above.")
     st.stop()

@@ -266,7 +266,7 @@ def main() -> None:
         st.warning("No model is available yet: train one on the Train live page or upload a checkpoint.")
         return
     text = input_section(key, bundle)
-    version = state.model_version(key)
+    version = models.version(key)
     try:
         greedy = state.decode(key, version, text, (), bundle)
     except (TokenizerError, DecodeError) as exc:
