@@ -155,11 +155,20 @@ def page(_browser):
     context.close()
 
 
+SCRIPT_IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"  # no script run under way
+
+
 def wait_for_app(pg, timeout: float = 60_000) -> None:
     """Wait until the Streamlit script run has finished and nothing is left running."""
-    pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=timeout)
+    pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
     pg.wait_for_timeout(300)
-    pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=timeout)
+    pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
+
+
+def settle(pg, pause_ms: int = 300, timeout: float = 60_000) -> None:
+    """After a click: give the browser `pause_ms` to send it and start the run, then wait for the app."""
+    pg.wait_for_timeout(pause_ms)
+    wait_for_app(pg, timeout)
 
 
 def open_app_page(pg, url: str, timeout: float = 120_000) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REVERSE, needs_reverse, open_app_page, screenshot, wait_for_app
+from conftest import REVERSE, needs_reverse, open_app_page, screenshot, settle
 from transformer.checkpoints import list_checkpoints, load_bundle
 from transformer.decoding import greedy_decode
 
@@ -18,14 +18,9 @@ ROW_PX = 35  # st.dataframe's header and row height
 pytestmark = [pytest.mark.browser, needs_reverse]
 
 
-def settle(pg) -> None:
-    pg.wait_for_timeout(500)
-    wait_for_app(pg)
-
-
 def upload(pg, path: Path) -> None:
     pg.locator(".st-key-ckpt_upload input[type=file]").set_input_files(str(path))
-    settle(pg)
+    settle(pg, 500)
 
 
 def active_model(pg) -> str:
@@ -40,7 +35,7 @@ def inspect(pg, label: str) -> None:
     if box.get_attribute("aria-expanded") != "true":
         box.press("ArrowDown")
     pg.get_by_role("option", name=label).click()
-    settle(pg)
+    settle(pg, 500)
 
 
 def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path):
@@ -60,16 +55,16 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     first = next(i.path.stem for i in list_checkpoints(REVERSE.parent) if i.error is None)
     grid = pg.locator("[data-testid=stDataFrame]").first.bounding_box()
     pg.mouse.click(grid["x"] + 16, grid["y"] + ROW_PX * 1.5)  # the first row's selection box
-    settle(pg)
+    settle(pg, 500)
     assert pg.locator(".st-key-ckpt_inspect input[role=combobox]").input_value() == f"{first} (pretrained)"
 
     inspect(pg, "reverse (pretrained)")
     pg.locator(".st-key-ckpt_activate").get_by_role("button", name="Make active").click()
-    settle(pg)
+    settle(pg, 500)
     assert "reverse (pretrained)" in active_model(pg)
     inspect(pg, "my_reverse (uploaded)")
     pg.locator(".st-key-ckpt_activate").get_by_role("button", name="Make active").click()
-    settle(pg)
+    settle(pg, 500)
     assert "my_reverse (uploaded)" in active_model(pg)
 
     with pg.expect_download() as download:
@@ -88,12 +83,12 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     assert "“junk.safetensors” was refused" in error.inner_text()
     assert "my_reverse (uploaded)" in active_model(pg)
     pg.locator(".st-key-ckpt_evaluate").get_by_role("button", name="Evaluate").click()
-    settle(pg)
+    settle(pg, 500)
     assert pg.locator("[data-testid=stMetric]").count() == 3 and pg.locator("[data-testid=stTable]").count() == 1
     screenshot(pg, "checkpoints_refused_and_evaluated")
 
     pg.get_by_role("link", name="Step-by-step decoding").click()
-    settle(pg)
+    settle(pg, 500)
     pg.get_by_text("Source (encoder)").first.wait_for()
     assert "my_reverse (uploaded)" in active_model(pg)
     example = reference.task.examples()[0]

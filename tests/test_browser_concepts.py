@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import needs_reverse, open_app_page, screenshot, wait_for_app
+from conftest import needs_reverse, open_app_page, screenshot, settle
 
 pytestmark = [pytest.mark.browser, needs_reverse]
 
@@ -31,8 +31,7 @@ def open_page(pg, url: str, heading: str) -> None:
 
 def toggle(pg, label: str) -> None:
     pg.get_by_text(label, exact=True).click()
-    pg.wait_for_timeout(300)
-    wait_for_app(pg, 120_000)
+    settle(pg, 300, 120_000)
 
 
 def test_home_by_url_shows_attention_on_the_first_screen(fresh_server, page):

@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from conftest import open_app_page, screenshot
+from conftest import SCRIPT_IDLE, open_app_page, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -26,8 +26,9 @@ PROBE_TITLE = """() => {
 
 
 def settle(pg) -> None:
+    """Lighter than conftest.settle: while training, the page reruns on its own, so one idle moment is enough."""
     pg.wait_for_timeout(300)
-    pg.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=60_000)
+    pg.wait_for_selector(SCRIPT_IDLE, timeout=60_000)
 
 
 def step_shown(pg) -> int:
