@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common.catalog import PAGES
-from pages.common.runtime import configure_torch
+from ui.catalog import PAGES
+from ui.runtime import configure_torch
 
 configure_torch()
 
@@ -17,7 +17,7 @@ for info in PAGES:
     navigation.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
 page = st.navigation(navigation)
 
-from pages.common.sidebar import render_sidebar  # noqa: E402  (after set_page_config)
+from ui.sidebar import render_sidebar  # noqa: E402  (after set_page_config)
 
 render_sidebar()
 page.run()

@@ -1,6 +1,6 @@
 """How long does pressing Start on the Train page take to reach 99% held-out exact match on `reverse`? Prints JSON.
 
-Drives the page's own code path (pages/common/training_state.py): the page's default settings, its
+Drives the page's own code path (ui/training_runs.py): the page's default settings, its
 TrainingJob with the page's probe (greedy decode + cross-attention every PROBE_EVERY steps, in the training
 thread), and, every POLL_SECONDS as the page's live fragment does, a snapshot, a heartbeat and the live
 figures (built through the page's FigureCache, then serialised as st.plotly_chart does). In the same run:
@@ -28,14 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pages.common.runtime import configure_torch
+from ui.runtime import configure_torch
 
 configure_torch()
 
 import plotly.io as pio
 import torch
 
-from pages.common import training_state as ts
+from ui import training_runs as ts
 from transformer.job import TRAINING_THREADS, TrainingJob
 
 

@@ -85,7 +85,7 @@ def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from pages.common import decoding_state as state
+    from ui import decode_state as state
 
     entries: list[dict] = []
     time_script_runs(entries.append)
@@ -204,7 +204,7 @@ def main() -> None:
         raise SystemExit(f"missing {CHECKPOINT}: train the shipped reverse model first")
 
     from conftest import CHROMIUM
-    from pages.common.decoding_state import TOPK
+    from ui.decode_state import TOPK
     from transformer.checkpoints import load_bundle
     from transformer.decoding import greedy_decode
 

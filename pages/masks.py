@@ -1,4 +1,4 @@
-"""Legacy-mode entry for /masks: hands over to app.py (see pages/common/legacy_entry.py)."""
-from pages.common.legacy_entry import run_app
+"""Legacy-mode entry for /masks: hands over to app.py (see ui/legacy_entry.py)."""
+from ui.legacy_entry import run_app
 
 run_app()

@@ -33,7 +33,7 @@ class Payload:
 
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
-    """The app and the trainer run torch on one thread (pages/common/runtime.py); so do the tests. On a busy
+    """The app and the trainer run torch on one thread (ui/runtime.py); so do the tests. On a busy
     2-core machine the model tests ran 2x faster and the beam tests 100x faster than with two threads."""
     import torch
 
@@ -173,7 +173,7 @@ def settle(pg, pause_ms: int = 300, timeout: float = 60_000) -> None:
 
 def open_app_page(pg, url: str, timeout: float = 120_000) -> None:
     """Open `url`, wait for the run to finish, and check Streamlit raised no "Page not found" notice (a fresh
-    server's first request used to: see pages/common/legacy_entry.py) and that app.py's sidebar rendered."""
+    server's first request used to: see ui/legacy_entry.py) and that app.py's sidebar rendered."""
     pg.goto(url)
     wait_for_app(pg, timeout)
     dialogs = pg.get_by_role("dialog")

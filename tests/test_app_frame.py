@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT, open_app_page
-from pages.common.catalog import PAGES
+from ui.catalog import PAGES
 
 PAGES_DIR = ROOT / "pages"
 

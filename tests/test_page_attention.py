@@ -17,8 +17,8 @@ from transformer.masks import BOS, EOS, padding_mask
 from transformer.trace import AttentionTrace
 
 from conftest import REVERSE, ROOT, needs_reverse
-from pages.common import models
-from pages.common.decoding_state import INPUT_BOX, MODEL, TEXT
+from ui import model_registry as registry
+from ui.decode_state import INPUT_BOX, MODEL, TEXT
 from plotly_specs import array, specs
 
 PAGE = "pages/explore/attention.py"
@@ -213,8 +213,8 @@ def test_a_model_without_known_alignment_still_shows_every_head(app):
                          n_dec_layers=3, d_model=16, n_heads=2, d_ff=32, max_len=8)
     bundle = ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "tiny-addition"})
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state[models.SESSION_MODELS] = {"trained:tiny": ("trained", bundle)}
-    at.session_state[models.ACTIVE] = "trained:tiny"
+    at.session_state[registry.SESSION_MODELS] = {"trained:tiny": ("trained", bundle)}
+    at.session_state[registry.ACTIVE] = "trained:tiny"
     at.session_state[MODEL] = "trained:tiny"  # the input was chosen for this model (as the decode page does)
     at.session_state[TEXT] = "1+2"
     at.run()
@@ -232,7 +232,7 @@ def test_every_shipped_model_shows_its_heads(app):
     """Switching the sidebar model starts from that model's first example and draws every chart."""
     at = app(PAGE)
     for path in sorted(REVERSE.parent.glob("*.safetensors")):
-        at.selectbox(key=models.ACTIVE).set_value(f"shipped:{path.stem}").run()
+        at.selectbox(key=registry.ACTIVE).set_value(f"shipped:{path.stem}").run()
         assert not at.exception and not at.error, path.stem
         bundle = load_bundle(path)
         assert at.session_state[TEXT] == bundle.task.examples()[0]

@@ -18,7 +18,8 @@ import safetensors.torch
 import torch
 
 from conftest import REVERSE, ROOT, Payload, needs_reverse
-from pages.common import models, uploads
+from ui import model_registry as registry
+from ui import uploads
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import bundle_metadata, list_checkpoints, load_bundle
 from transformer.config import ModelConfig
@@ -41,7 +42,7 @@ def errors(at) -> list[str]:
 
 
 def session_keys(at) -> list[str]:
-    return list(at.session_state[models.SESSION_MODELS]) if models.SESSION_MODELS in at.session_state else []
+    return list(at.session_state[registry.SESSION_MODELS]) if registry.SESSION_MODELS in at.session_state else []
 
 
 def upload(at, name: str, data: bytes, key: str = "ckpt_upload"):
@@ -122,7 +123,7 @@ def hostile(reverse_bytes, reverse_parts, marker) -> dict[str, tuple[str, bytes,
 def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     at = app(PAGE)
     shown = table(at)
-    infos = [i for i in list_checkpoints(models.ASSETS) if i.error is None]
+    infos = [i for i in list_checkpoints(registry.ASSETS) if i.error is None]
     assert list(shown.index) == [f"shipped:{i.path.stem}" for i in infos]
     for info in infos:
         r = shown.loc[f"shipped:{info.path.stem}"]
@@ -153,19 +154,19 @@ def test_good_upload_is_added_once_and_becomes_active(app, reverse_bytes):
     assert "loaded as “my_reverse”" in at.success[0].value
     (key,) = session_keys(at)
     assert key.startswith("uploaded:")
-    assert at.session_state[models.ACTIVE] == key and at.sidebar.selectbox[0].value == key
+    assert at.session_state[registry.ACTIVE] == key and at.sidebar.selectbox[0].value == key
     shown = table(at)
     assert list(shown.index)[-1] == key and shown.loc[key, "Model"] == "my_reverse"
     assert shown.loc[key, "Active"] and not shown.loc[DEFAULT, "Active"]
     assert at.selectbox(key="ckpt_inspect").value == key  # its card is shown
-    uploaded = at.session_state[models.SESSION_MODELS][key][1]
+    uploaded = at.session_state[registry.SESSION_MODELS][key][1]
     reference = load_bundle(REVERSE)
     assert all(torch.equal(a, b) for a, b in zip(uploaded.model.state_dict().values(),
                                                   reference.model.state_dict().values()))
     at.run()
     at.run()  # reruns, and a metadata file added beside a .safetensors, do not add it again
     upload(at, "meta.json", b"{}", key="ckpt_upload_config")
-    assert session_keys(at) == [key] and at.session_state[models.ACTIVE] == key and not errors(at)
+    assert session_keys(at) == [key] and at.session_state[registry.ACTIVE] == key and not errors(at)
 
 
 HOSTILE = ["pickle payload (.pt)", "pickle payload (raw pickle as .pt)", "pickle payload (as .safetensors)",
@@ -183,7 +184,7 @@ def test_hostile_upload_is_refused_and_changes_nothing(app, hostile, marker, kin
     at = upload(at, name, data)
     (message,) = errors(at)
     assert phrase in message and name in message and "Nothing was changed" in message
-    assert at.session_state[models.ACTIVE] == DEFAULT and at.sidebar.selectbox[0].value == DEFAULT
+    assert at.session_state[registry.ACTIVE] == DEFAULT and at.sidebar.selectbox[0].value == DEFAULT
     assert session_keys(at) == [] and len(table(at)) == rows
     assert not marker.exists()
     at.run()
@@ -210,7 +211,7 @@ def test_uploads_per_session_are_capped(app, reverse_bytes, monkeypatch):
     (key,) = session_keys(at)
     at = upload(at, "two.safetensors", reverse_bytes)
     assert "already holds 1 uploaded models" in errors(at)[0]
-    assert session_keys(at) == [key] and at.session_state[models.ACTIVE] == key
+    assert session_keys(at) == [key] and at.session_state[registry.ACTIVE] == key
 
 
 def test_pt_uploads_with_metadata_inside_or_beside(app, tiny):
@@ -222,9 +223,9 @@ def test_pt_uploads_with_metadata_inside_or_beside(app, tiny):
     sidecar = {k: meta[k] for k in ("config", "tokenizer", "task")}
     at = upload(at, "bare.json", json.dumps(sidecar).encode(), key="ckpt_upload_config")
     assert not errors(at) and len(session_keys(at)) == 2
-    key = at.session_state[models.ACTIVE]
+    key = at.session_state[registry.ACTIVE]
     assert table(at).loc[key, "Model"] == "bare" and table(at).loc[key, "Task"] == tiny.task.title
-    loaded = at.session_state[models.SESSION_MODELS][key][1]
+    loaded = at.session_state[registry.SESSION_MODELS][key][1]
     assert all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(),
                                                   tiny.model.state_dict().values()))
 
@@ -238,7 +239,7 @@ def test_make_active_and_remove(app, reverse_bytes):
     at.selectbox(key="ckpt_inspect").set_value(DEFAULT).run()
     assert at.button(key="ckpt_remove").disabled  # pretrained models stay
     at.button(key="ckpt_activate").click().run()
-    assert at.session_state[models.ACTIVE] == DEFAULT and at.sidebar.selectbox[0].value == DEFAULT
+    assert at.session_state[registry.ACTIVE] == DEFAULT and at.sidebar.selectbox[0].value == DEFAULT
     assert at.button(key="ckpt_activate").disabled
     at.selectbox(key="ckpt_inspect").set_value(key).run()
     at.button(key="ckpt_activate").click().run()
@@ -292,9 +293,9 @@ def probe_session():
     """A session that records which bundle object the registry hands it."""
     import streamlit as st
 
-    from pages.common import models
+    from ui import model_registry as registry
 
-    st.session_state["bundle_id"] = id(models.bundle_for(models.DEFAULT_MODEL))
+    st.session_state["bundle_id"] = id(registry.bundle_for(registry.DEFAULT_MODEL))
 
 
 def test_a_sessions_work_never_changes_the_shared_cached_model(app):
@@ -303,7 +304,7 @@ def test_a_sessions_work_never_changes_the_shared_cached_model(app):
     from streamlit.testing.v1 import AppTest
 
     decoding = app("pages/explore/decode.py")
-    shared = models.bundle_for(DEFAULT)
+    shared = registry.bundle_for(DEFAULT)
     before = snapshot(shared)
     decoding.button(key="decode_force").click().run()  # one session forces a token
     assert not decoding.exception and decoding.session_state["decode_forced"]
@@ -317,19 +318,19 @@ def test_a_sessions_work_never_changes_the_shared_cached_model(app):
     teacher_forced(shared.model, tok, text, shared.task.target(text), causal=False)
     evaluate_bundle(shared, 20, 3)
     assert same(snapshot(shared), before)
-    assert models.bundle_for(DEFAULT) is shared
+    assert registry.bundle_for(DEFAULT) is shared
 
 
 def test_replacing_a_shipped_file_changes_its_version_and_its_bundle(monkeypatch, tmp_path):
-    """Page caches key on (model key, models.version): a replaced checkpoint file must change the version
+    """Page caches key on (model key, registry.version): a replaced checkpoint file must change the version
     (and load afresh), so no page serves results of the old weights."""
     monkeypatch.setattr(models, "ASSETS", tmp_path)
     path = tmp_path / "reverse.safetensors"
     path.write_bytes(REVERSE.read_bytes())
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
-    key = models.shipped_key(path)
-    before, bundle = models.version(key), models.bundle_for(key)
-    assert before == 1_000_000_000 and models.version(key) == before
+    key = registry.shipped_key(path)
+    before, bundle = registry.version(key), registry.bundle_for(key)
+    assert before == 1_000_000_000 and registry.version(key) == before
     os.utime(path, ns=(2_000_000_000, 2_000_000_000))  # the same name, a new file
-    assert models.version(key) == 2_000_000_000 and models.bundle_for(key) is not bundle
-    assert models.version("trained:gone") == 0  # a key that is not (or no longer) there
+    assert registry.version(key) == 2_000_000_000 and registry.bundle_for(key) is not bundle
+    assert registry.version("trained:gone") == 0  # a key that is not (or no longer) there

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pages.common import decoding_state as state
+from ui import decode_state as state
 from conftest import REVERSE, needs_reverse
 from plotly_specs import array, specs
 from transformer.bundle import ModelBundle

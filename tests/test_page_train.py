@@ -10,7 +10,7 @@ import numpy as np
 import plotly_specs
 import pytest
 
-from pages.common import training_state as ts
+from ui import training_runs as ts
 from transformer import job as job_module
 from transformer.config import BOUNDS, ModelConfig
 from transformer.decoding import greedy_decode

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pages.common import models
+from ui import model_registry as registry
 
 # page -> what its default state must show: charts, or the checkpoints page's table of models
 PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plotly_chart",
@@ -18,10 +18,10 @@ PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plot
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.rsplit("/", 1)[-1][:-3])
 def test_page_opens_on_every_shipped_model(app, page):
     at = app(page)
-    picker = at.selectbox(key=models.ACTIVE)
+    picker = at.selectbox(key=registry.ACTIVE)
     assert len(picker.options) == 6
     for name in picker.options:
-        at.selectbox(key=models.ACTIVE).select(name).run()
+        at.selectbox(key=registry.ACTIVE).select(name).run()
         assert not at.exception, (name, [e.value for e in at.exception])
         assert not at.error, (name, [e.value for e in at.error])
         assert at.get(PAGES[page]), f"{page} shows no {PAGES[page]} on {name}"

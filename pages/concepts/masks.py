@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.common import concept_ui, display, models
+from ui import concept_ui, display
+from ui import model_registry as registry
 from transformer import charts
 from transformer.concepts import (
     MAX_BATCH, MIN_BATCH, MaskedBatch, check_sources, greedy_targets, masked_batch, weight_above_diagonal,
@@ -23,10 +24,10 @@ HALF = concept_ui.HALF_WIDTH
 
 @st.cache_resource(max_entries=32, show_spinner="Running the model over the batch…")
 def traced(key: str, version: int, sources: tuple[str, ...], targets_from: str, causal: bool) -> MaskedBatch:
-    """The batch through one traced pass of model `key` (at `models.version` `version`), cached per model,
+    """The batch through one traced pass of model `key` (at `registry.version` `version`), cached per model,
     inputs and options. A resource cache (never pickled, so immune to module reloads): the result is frozen
     and only ever read."""
-    bundle = models.bundle_for(key)
+    bundle = registry.bundle_for(key)
     if targets_from == GREEDY:
         targets = greedy_targets(bundle.model, bundle.tokenizer, list(sources))
     else:
@@ -84,7 +85,7 @@ with right:
     )
 sources = tuple(line.strip() for line in text.splitlines() if line.strip())
 try:
-    batch = traced(key, models.version(key), sources, targets_from, True)
+    batch = traced(key, registry.version(key), sources, targets_from, True)
 except ValueError as exc:  # BatchError, TokenizerError, TaskError: the library's own message
     st.error(f"These inputs cannot form a batch: {exc}", icon=":material/error:")
     st.stop()
@@ -220,7 +221,7 @@ def without_causal(batch: MaskedBatch) -> None:
     if not off:
         st.info("Turn the switch on to re-run the model without the causal mask.", icon=":material/visibility:")
         return
-    open_ = traced(key, models.version(key), sources, targets_from, False)
+    open_ = traced(key, registry.version(key), sources, targets_from, False)
     p1, p2, p3 = st.columns(3)
     layer = p1.selectbox("Layer", range(cfg.n_dec_layers), format_func=lambda i: f"layer {i + 1}",
                          key="masks_open_layer")

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages.common import concept_ui, display, models
+from ui import concept_ui, display
+from ui import model_registry as registry
 from transformer import charts
 from transformer.concepts import model_positions, rotation_demo
 from transformer.decoding import DecodeResult, teacher_forced
@@ -22,7 +23,7 @@ SHOWN_PAIRS = 2  # 2x2 blocks of M_k written out as a formula
 @st.cache_resource(max_entries=32, show_spinner="Running the model…")
 def source_embedding(key: str, version: int, text: str) -> tuple[list[str], EmbeddingRecord]:
     """The encoder's input for `text` as recorded by a real traced forward pass: (pieces, record)."""
-    bundle = models.bundle_for(key)
+    bundle = registry.bundle_for(key)
     result = teacher_forced(bundle.model, bundle.tokenizer, text, "")
     return result.source_pieces, result.trace.embeddings["src"]
 
@@ -138,7 +139,7 @@ examples = task.examples()
 repeated = next((e for e in examples if len(set(e)) < len(e)), examples[0])  # shows same token, new position
 text = st.text_input(f"An input for the {task.title.lower()} model", repeated, key=f"pe_input:{task.name}")
 try:
-    pieces, record = source_embedding(key, models.version(key), text)
+    pieces, record = source_embedding(key, registry.version(key), text)
 except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
     st.error(f"This input cannot be used: {exc}", icon=":material/error:")
     st.stop()
@@ -175,7 +176,7 @@ def without_positions() -> None:
         st.info("Turn the switch on to compare the normal decode with a decode without positions.",
                 icon=":material/waves:")
         return
-    version = models.version(key)
+    version = registry.version(key)
     normal, blind = concept_ui.decode(key, version, text, True), concept_ui.decode(key, version, text, False)
     expected = task.answer(text)
     layer, head = concept_ui.focus_head(normal, task, text)

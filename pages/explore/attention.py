@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages.common import decoding_state as state
-from pages.common import display, models
+from ui import decode_state as state
+from ui import display
+from ui import model_registry as registry
 from transformer import charts
 from transformer.attention_maps import AttentionMap, attention_maps
 from transformer.decoding import DecodeError
@@ -72,7 +73,7 @@ def input_controls(key: str, task) -> str:
 def decode(key: str, version: int, text: str) -> tuple[str, bool, dict[str, AttentionMap]]:
     """(output text, finished, attention maps) of the greedy decode of `text` by model `key`, from the decoding
     page's cached decode (no forced tokens)."""
-    bundle = models.bundle_for(key)
+    bundle = registry.bundle_for(key)
     result = state.decode(key, version, text, (), bundle)
     return result.output_text, result.finished, attention_maps(result, bundle.task, text)
 
@@ -267,14 +268,14 @@ st.markdown(
 st.latex(r"A^{(\ell,h)} = \operatorname{softmax}\!\Big(\frac{Q^{(\ell,h)} {K^{(\ell,h)}}^{\top}}{\sqrt{d_k}} + M\Big)"
          r"\qquad \bar A^{(\ell)} = \frac{1}{H}\sum_{h=1}^{H} A^{(\ell,h)}")
 
-active = models.active_key()
+active = registry.active_key()
 if active is None:
     st.error("No model is available. Train one on the Train live page or upload a checkpoint.")
     st.stop()
-bundle = models.bundle_for(active)
+bundle = registry.bundle_for(active)
 text = input_controls(active, bundle.task)
 try:
-    output, finished, maps = decode(active, models.version(active), text)
+    output, finished, maps = decode(active, registry.version(active), text)
 except (TokenizerError, DecodeError) as exc:
     st.error(f"{bundle.name} cannot decode this input: {exc}. Type another one or pick an example above.")
     st.stop()

@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from pages.common import decoding_state as state
-from pages.common import models
-from pages.common.display import csv_download, show_figure
+from ui import decode_state as state
+from ui import model_registry as registry
+from ui.display import csv_download, show_figure
 from transformer.charts import attention_title, step_attention_rows, token_labels, topk_bar
 from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
@@ -261,12 +261,12 @@ def beam_panel(key: str, version: int, text: str, bundle, greedy: DecodeResult) 
 
 def main() -> None:
     intro()
-    key, bundle = models.active_key(), models.active_bundle()
+    key, bundle = registry.active_key(), registry.active_bundle()
     if bundle is None:
         st.warning("No model is available yet: train one on the Train live page or upload a checkpoint.")
         return
     text = input_section(key, bundle)
-    version = models.version(key)
+    version = registry.version(key)
     try:
         greedy = state.decode(key, version, text, (), bundle)
     except (TokenizerError, DecodeError) as exc:

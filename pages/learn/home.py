@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages.common import concept_ui, display, models
-from pages.common.catalog import PAGES
+from ui import concept_ui, display
+from ui import model_registry as registry
+from ui.catalog import PAGES
 from transformer import charts
 from transformer.export import chart_filename
 
@@ -51,7 +52,7 @@ with left:
     text = st.text_input("Input", task.examples()[0], key=f"home_input:{task.name}",
                          help="Any input the model's tokenizer knows; press Enter to decode it.")
     try:
-        result = concept_ui.decode(key, models.version(key), text)
+        result = concept_ui.decode(key, registry.version(key), text)
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
         st.error(f"This input cannot be decoded: {exc}", icon=":material/error:")
         result = None

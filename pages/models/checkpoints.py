@@ -10,8 +10,9 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from pages.common import models, uploads
-from pages.common.sidebar import model_card_lines
+from ui import model_registry as registry
+from ui import uploads
+from ui.sidebar import model_card_lines
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
 from transformer.eval_examples import Example, decode_examples
@@ -71,7 +72,7 @@ def created_at(card: dict) -> datetime | None:
 
 def row(key: str, origin: str, name: str, task: str, config: dict, parameters: int, card: dict, size: int) -> dict:
     return {
-        "key": key, "Active": "★ active" if key == models.active_key() else "", "Model": name,
+        "key": key, "Active": "★ active" if key == registry.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
         "Layers": f"{config['n_enc_layers']}+{config['n_dec_layers']}", "Heads": config["n_heads"], "d_model": config["d_model"], "Parameters": parameters,
         "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"], "Size (MB)": size / 2**20, "Created": created_at(card),
@@ -80,24 +81,24 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
 
 def shipped_row(info: CheckpointInfo) -> dict:
     """From the file header alone: listing the zoo loads no weights."""
-    return row(models.shipped_key(info.path), "shipped", info.name, info.task, info.config, info.parameters,
+    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.config, info.parameters,
                info.card, info.size)
 
 
 def session_row(key: str, origin: str) -> dict:
-    bundle = models.bundle_for(key)
+    bundle = registry.bundle_for(key)
     return row(key, origin, bundle.name, bundle.task.name, bundle.config.to_dict(), bundle.model.num_parameters(),
                bundle.card, session_size(key, bundle))
 
 
-def model_table(entries: dict[str, models.ModelEntry]) -> pd.DataFrame:
+def model_table(entries: dict[str, registry.ModelEntry]) -> pd.DataFrame:
     """One row per model this session can use, pretrained first; broken shipped files are reported."""
-    infos = models.shipped_infos()
+    infos = registry.shipped_infos()
     for info in infos:
         if info.error is not None:
             st.warning(f"The pretrained checkpoint `{info.path.name}` cannot be used: {info.error}.",
                        icon=":material/warning:")
-    rows = [shipped_row(i) for i in infos if models.shipped_key(i.path) in entries]
+    rows = [shipped_row(i) for i in infos if registry.shipped_key(i.path) in entries]
     rows += [session_row(key, e.origin) for key, e in entries.items() if e.origin != "shipped"]
     return pd.DataFrame(rows).set_index("key")
 
@@ -119,7 +120,7 @@ def row_picked(keys: list[str]) -> None:
         st.session_state[INSPECT] = keys[rows[0]]
 
 
-def table_section(entries: dict[str, models.ModelEntry]) -> None:
+def table_section(entries: dict[str, registry.ModelEntry]) -> None:
     st.subheader("Available models")
     table = model_table(entries)
     keys = list(table.index)
@@ -169,17 +170,17 @@ def card_facts(bundle: ModelBundle) -> None:
 
 def remove(key: str) -> None:
     """on_click of Remove: forget a session model (the default becomes active if it was)."""
-    models.remove_session_model(key)
+    registry.remove_session_model(key)
     for memo in (EVALS, SIZES):
         st.session_state.get(memo, {}).pop(key, None)
-    inspect(models.active_key())
+    inspect(registry.active_key())
 
 
-def actions(key: str, entry: models.ModelEntry, bundle: ModelBundle) -> None:
-    active = key == models.active_key()
+def actions(key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> None:
+    active = key == registry.active_key()
     cols = st.columns(3)
     cols[0].button("Active" if active else "Make active", icon=":material/check_circle:", type="primary",
-                   key="ckpt_activate", disabled=active, on_click=models.set_active, args=(key,), width="stretch",
+                   key="ckpt_activate", disabled=active, on_click=registry.set_active, args=(key,), width="stretch",
                    help="Every page (decoding, attention, masks, ...) uses the active model.")
     cols[1].download_button(
         "Download", data=entry.path.read_bytes if entry.path else lambda: bundle_to_bytes(bundle),
@@ -192,12 +193,12 @@ def actions(key: str, entry: models.ModelEntry, bundle: ModelBundle) -> None:
                    else "Forget this model in this browser session (download it first to keep it).")
 
 
-def card_section(entries: dict[str, models.ModelEntry]) -> tuple[str, ModelBundle]:
+def card_section(entries: dict[str, registry.ModelEntry]) -> tuple[str, ModelBundle]:
     """The picked model's card and actions; returns (its key, its bundle)."""
     st.subheader("Model card")
     key = st.selectbox("Model", list(entries), format_func=lambda k: entries[k].label, key=INSPECT,
                        on_change=inspect_from_box)
-    bundle = models.bundle_for(key)
+    bundle = registry.bundle_for(key)
     with st.container(border=True):
         card_facts(bundle)
         actions(key, entries[key], bundle)
@@ -299,13 +300,13 @@ def upload_section() -> None:
 
 def main() -> None:
     intro()
-    entries = models.entries()
+    entries = registry.entries()
     if not entries:
         st.warning("No model is available: the pretrained checkpoints are missing. Train one on the Train live "
                    "page, or upload a checkpoint below.")
     else:
         if st.session_state.get(INSPECT) not in entries:
-            st.session_state[INSPECT] = models.active_key()
+            st.session_state[INSPECT] = registry.active_key()
         table_section(entries)
         left, right = st.columns([1, 1], gap="large")
         with left:

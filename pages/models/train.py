@@ -7,8 +7,9 @@ import re
 
 import streamlit as st
 
-from pages.common import display, models
-from pages.common import training_state as ts
+from ui import display
+from ui import model_registry as registry
+from ui import training_runs as ts
 from transformer.checkpoints import bundle_to_bytes
 from transformer.job import JobLimitError
 from transformer.tasks import TASKS, make_task
@@ -151,7 +152,7 @@ def use_model(run: ts.Run) -> None:
     sidebar picker is drawn before the page)."""
     step = run.job.snapshot().step
     bundle = run.job.bundle(model_name(run, step))
-    run.added[step] = models.add_session_model(bundle, "trained")
+    run.added[step] = registry.add_session_model(bundle, "trained")
     say("success", f"“{bundle.name}” is now the active model: every page uses it (see the sidebar).", "result")
 
 

@@ -12,7 +12,7 @@ import streamlit as st
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "checkpoints"
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)

@@ -12,7 +12,7 @@ import streamlit as st
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointError, load_bundle, load_state_dict_file
 
-from . import models
+from . import model_registry as registry
 
 UPLOAD_LIMIT_MB = 20  # the same as server.maxUploadSize in .streamlit/config.toml (a test keeps them equal)
 UPLOAD_LIMIT = UPLOAD_LIMIT_MB * 2**20
@@ -63,14 +63,14 @@ def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: t
     """Load an uploaded file and, if it is sound, add it to this session's models as the active one.
     Call from a widget callback: it may set the active model, whose picker renders before the page."""
     try:
-        uploaded = sum(entry.origin == "uploaded" for entry in models.entries().values())
+        uploaded = sum(entry.origin == "uploaded" for entry in registry.entries().values())
         if uploaded >= MAX_UPLOADED_MODELS:
             raise CheckpointError(f"this session already holds {uploaded} uploaded models; remove one first")
         bundle = load_upload(name, data, config)
     except CheckpointError as exc:
         return UploadOutcome(upload_id, False, f"“{name}” was refused: {exc}. Nothing was changed: the active "
                                                "model is still the one in the sidebar.")
-    key = models.add_session_model(bundle, "uploaded")
+    key = registry.add_session_model(bundle, "uploaded")
     return UploadOutcome(upload_id, True, f"“{name}” loaded as “{bundle.name}”: {bundle.task.title.lower()}, "
                                           f"{bundle.model.num_parameters():,} parameters. It is now the active model "
                                           "on every page.", key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import models
+from . import model_registry as registry
 
 EXPORT_FORMAT = "export_format"
 
@@ -25,24 +25,24 @@ def model_card_lines(bundle) -> list[str]:
 
 
 def render_sidebar() -> None:
-    entries = models.entries()
+    entries = registry.entries()
     with st.sidebar:
         st.subheader("Active model")
         if not entries:
             st.error("No model is available: the pretrained checkpoints in assets/checkpoints are missing. "
                      "Train one on the Train live page.")
             return
-        if st.session_state.get(models.ACTIVE) not in entries:
-            st.session_state[models.ACTIVE] = models.default_key()
+        if st.session_state.get(registry.ACTIVE) not in entries:
+            st.session_state[registry.ACTIVE] = registry.default_key()
         st.selectbox(
             "Model",
             options=list(entries),
             format_func=lambda k: entries[k].label,
-            key=models.ACTIVE,
+            key=registry.ACTIVE,
             help="Every page uses this model. Pretrained models ship with the app; models you train or "
             "upload are added here for this browser session.",
         )
-        bundle = models.active_bundle()
+        bundle = registry.active_bundle()
         st.markdown("  \n".join(model_card_lines(bundle)))
         st.divider()
         st.radio(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[2] / "app.py"
+APP = Path(__file__).resolve().parents[1] / "app.py"
 
 
 def run_app() -> None:

@@ -8,7 +8,8 @@ from transformer.charts.common import COLORBAR_PX
 from transformer.concepts import best_aligned_head
 from transformer.decoding import DecodeResult, greedy_decode
 
-from . import display, models
+from . import display
+from . import model_registry as registry
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 
@@ -46,9 +47,9 @@ def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
 
 @st.cache_resource(max_entries=32, show_spinner="Decoding…")
 def decode(key: str, version: int, text: str, positions: bool = True) -> DecodeResult:
-    """The traced greedy decode of `text` by model `key` at `models.version` `version` (`positions=False`:
+    """The traced greedy decode of `text` by model `key` at `registry.version` `version` (`positions=False`:
     with positions switched off)."""
-    bundle = models.bundle_for(key)
+    bundle = registry.bundle_for(key)
     return greedy_decode(bundle.model, bundle.tokenizer, text, positions=positions)
 
 
@@ -66,9 +67,9 @@ def output(text: str) -> str:
 
 def active_model():
     """(entry key, bundle) of the active model; says so and stops the page when there is none."""
-    key = models.active_key()
+    key = registry.active_key()
     if key is None:
         st.warning("No model is available yet: the pretrained checkpoints are missing. Train one on the "
                    "Train live page, then come back.")
         st.stop()
-    return key, models.bundle_for(key)
+    return key, registry.bundle_for(key)
