@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 from transformer.checkpoints import load_bundle  # noqa: E402
 from transformer.config import ModelConfig  # noqa: E402
 from transformer.decoding import beam_search, greedy_batch, greedy_decode  # noqa: E402
-from transformer.masks import EOS  # noqa: E402
 from transformer.model import EncoderDecoder  # noqa: E402
+from transformer.special_tokens import EOS  # noqa: E402
 from transformer.tokenizers import CharTokenizer  # noqa: E402
 
 SHAPES = {"3x8_d128": dict(n_enc_layers=3, n_dec_layers=3, d_model=128, n_heads=8, d_ff=512),

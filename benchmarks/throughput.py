@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformer.config import ModelConfig  # noqa: E402
 from transformer.evaluation import teacher_forced_logits  # noqa: E402
-from transformer.masks import PAD  # noqa: E402
 from transformer.model import EncoderDecoder  # noqa: E402
 from transformer.positional import sinusoidal_table  # noqa: E402
+from transformer.special_tokens import PAD  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
 from transformer.training import MODEL_DEFAULTS  # noqa: E402
 

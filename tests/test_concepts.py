@@ -13,9 +13,9 @@ from transformer.concepts import (
     rotation_demo, rotation_matrix, weight_above_diagonal,
 )
 from transformer.config import ModelConfig
-from transformer.masks import BOS, EOS, PAD
 from transformer.model import EncoderDecoder
 from transformer.positional import sinusoidal_table
+from transformer.special_tokens import BOS, EOS, PAD
 from transformer.tasks import make_task
 from transformer.tokenizers import TokenizerError
 

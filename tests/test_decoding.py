@@ -11,8 +11,9 @@ import torch
 
 from transformer.config import ModelConfig
 from transformer.decoding import DecodeError, beam_search, greedy_batch, greedy_decode, teacher_forced
-from transformer.masks import BOS, EOS, PAD, padding_mask, target_mask
+from transformer.masks import padding_mask, target_mask
 from transformer.model import EncoderDecoder
+from transformer.special_tokens import BOS, EOS, PAD
 from transformer.tasks import encode_pairs, make_task
 from transformer.tokenizers import CharTokenizer, TokenizerError
 from transformer.trace import AttentionTrace

@@ -13,7 +13,8 @@ from transformer.checkpoints import load_bundle
 from transformer.decoding import greedy_batch, greedy_decode
 from transformer.export import image_export_available
 from transformer.headstats import alignment_score
-from transformer.masks import BOS, EOS, padding_mask
+from transformer.masks import padding_mask
+from transformer.special_tokens import BOS, EOS
 from transformer.trace import AttentionTrace
 
 from conftest import REVERSE, ROOT, needs_reverse

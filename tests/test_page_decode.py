@@ -19,8 +19,9 @@ from transformer.checkpoints import load_bundle
 from transformer.config import ModelConfig
 from transformer.decoding import beam_search, greedy_decode
 from transformer.export import chart_filename
-from transformer.masks import BOS, padding_mask
+from transformer.masks import padding_mask
 from transformer.model import EncoderDecoder
+from transformer.special_tokens import BOS
 from transformer.tasks import make_task
 from transformer.trace import AttentionTrace
 

@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta
 import pytest
 import torch
 
-from transformer.masks import BOS, EOS, PAD
+from transformer.special_tokens import BOS, EOS, PAD
 from transformer.tasks import (
     DATE_FORMATS, TASKS, LetterTask, TaskError, english_number, german_morphemes, german_number, is_heldout, make_task,
     stable_hash,

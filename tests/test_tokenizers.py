@@ -9,7 +9,7 @@ import json
 import pytest
 import sentencepiece as spm
 
-from transformer.masks import BOS, EOS, PAD, UNK
+from transformer.special_tokens import BOS, EOS, PAD, UNK
 from transformer.tokenizers import (
     SPECIALS, WORD_START, CharTokenizer, SentencePieceTokenizer, TokenizerError, tokenizer_from_dict,
 )

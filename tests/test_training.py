@@ -14,7 +14,7 @@ from transformer import job as job_module
 from transformer import training
 from transformer.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
 from transformer.job import JobLimitError, TrainingJob
-from transformer.masks import EOS, PAD
+from transformer.special_tokens import EOS, PAD
 from transformer.training import TrainConfig, Trainer
 
 TINY_MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32}

@@ -13,9 +13,10 @@ import torch
 
 from .decoding import greedy_batch
 from .headstats import alignment_score
-from .masks import PAD, padding_mask, target_mask
+from .masks import padding_mask, target_mask
 from .model import EncoderDecoder
 from .positional import frequencies, sinusoidal_table
+from .special_tokens import PAD
 from .tasks import encode_pairs
 from .tokenizers import Tokenizer
 from .trace import AttentionTrace

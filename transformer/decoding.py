@@ -16,8 +16,9 @@ from typing import NamedTuple, Sequence
 
 import torch
 
-from .masks import BOS, EOS, PAD, padding_mask
+from .masks import padding_mask
 from .model import DecoderCache, EncoderDecoder
+from .special_tokens import BOS, EOS, PAD
 from .tokenizers import SPECIALS, Tokenizer
 from .trace import AttentionTrace
 

@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from .decoding import greedy_batch
-from .masks import PAD, padding_mask
+from .masks import padding_mask
 from .model import EncoderDecoder
+from .special_tokens import PAD
 from .tasks import encode_pairs
 from .tokenizers import Tokenizer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-PAD, BOS, EOS, UNK = 0, 1, 2, 3
+from .special_tokens import PAD
 
 
 def padding_mask(ids: torch.Tensor, pad: int = PAD) -> torch.Tensor:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import sentencepiece as spm
 
-from .masks import BOS, EOS, PAD, UNK
+from .special_tokens import BOS, EOS, PAD, UNK
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 WORD_START = "\u2581"  # sentencepiece's word-boundary marker "▁", kept as is in piece() labels

@@ -18,8 +18,8 @@ from torch import nn
 from .bundle import ModelBundle
 from .config import ModelConfig, check_bounds
 from .evaluation import evaluate_pairs, teacher_forced_logits
-from .masks import PAD
 from .model import EncoderDecoder
+from .special_tokens import PAD
 from .tasks import make_task
 
 __all__ = ["MODEL_DEFAULTS", "TrainConfig", "Trainer"]

@@ -13,7 +13,8 @@ from transformer.concepts import (
     MAX_BATCH, MIN_BATCH, MaskedBatch, check_sources, greedy_targets, masked_batch, weight_above_diagonal,
 )
 from transformer.export import chart_filename
-from transformer.masks import PAD, subsequent_mask
+from transformer.masks import subsequent_mask
+from transformer.special_tokens import PAD
 
 CORRECT, GREEDY = "correct", "greedy"
 TARGET_CHOICES = {CORRECT: "the task's correct answer (as in training)", GREEDY: "the model's own greedy output"}

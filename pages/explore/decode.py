@@ -16,7 +16,7 @@ from transformer.charts import attention_title, step_attention_rows, token_label
 from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename
-from transformer.masks import BOS, PAD, UNK
+from transformer.special_tokens import BOS, PAD, UNK
 from transformer.tokenizers import TokenizerError
 
 CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"

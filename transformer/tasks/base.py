@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..masks import BOS, EOS, PAD
+from ..special_tokens import BOS, EOS, PAD
 from ..tokenizers import Tokenizer
 
 HASH_BASE, HASH_MOD, HELDOUT_BUCKETS = 131, 2_147_483_647, 10

@@ -8,7 +8,7 @@ from abc import abstractmethod
 
 import torch
 
-from ..masks import BOS, EOS, PAD
+from ..special_tokens import BOS, EOS, PAD
 from ..tokenizers import CharTokenizer, Tokenizer
 from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
 
