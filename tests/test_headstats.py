@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transformer.headstats import alignment_score, entropy_bits, head_stats, max_weight
+from transformer.headstats import alignment_score, best_aligned_head, entropy_bits, head_stats, max_weight
 
 
 def test_entropy_in_bits_for_known_distributions():
@@ -50,3 +50,11 @@ def test_head_stats_gives_one_value_per_layer_and_head():
     assert stats["alignment"][0, 0] == pytest.approx(1.0) and stats["alignment"][1, 2] == pytest.approx(0.25)
     assert stats["entropy_bits"][1, 2] == pytest.approx(2.0) and stats["max_weight"][1, 2] == pytest.approx(0.25)
     assert "alignment" not in head_stats(weights)
+
+
+def test_best_aligned_head():
+    w = np.full((2, 3, 4, 4), 0.25)
+    w[1, 2] = np.eye(4)[::-1]  # layer 2, head 3 attends anti-diagonally
+    assert best_aligned_head(w, [3, 2, 1, 0]) == (1, 2)
+    assert best_aligned_head(w, [3, 2, 1, 0, 9]) == (1, 2)  # extra / out-of-range expectations ignored
+    assert best_aligned_head(w, None) is None and best_aligned_head(w, [None]) is None

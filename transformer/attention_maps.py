@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .concepts import best_aligned_head
 from .decoding import DecodeResult
-from .headstats import head_stats
+from .headstats import best_aligned_head, head_stats
 from .masks import subsequent_mask
 from .tasks import Task
 

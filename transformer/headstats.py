@@ -2,7 +2,8 @@
 well it follows a task's expected alignment ("which head learned to reverse").
 
 Every function takes weights shaped (..., queries, keys) and returns one number per leading index, e.g.
-(layers, heads) for a whole stack of one example.
+(layers, heads) for a whole stack of one example; best_aligned_head picks the (layer, head) that best follows
+an expected alignment.
 """
 
 from __future__ import annotations
@@ -67,3 +68,15 @@ def head_stats(weights, mask=None, expected: list[int | None] | None = None) -> 
     if expected is not None:
         stats["alignment"] = alignment_score(weights, expected)
     return stats
+
+
+def best_aligned_head(weights, expected: list[int | None] | None) -> tuple[int, int] | None:
+    """(layer, head) whose attention (layers, heads, Q, K) best follows `expected` (per query, the key it
+    should attend to); None when there is no expected alignment to judge by."""
+    if not expected or all(k is None for k in expected):
+        return None
+    w = np.asarray(weights)
+    usable = [k if k is not None and k < w.shape[-1] else None for k in expected[: w.shape[-2]]]
+    scores = np.nan_to_num(alignment_score(w, usable), nan=-1.0)
+    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    return int(layer), int(head)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from transformer.charts.common import COLORBAR_PX
-from transformer.concepts import best_aligned_head
 from transformer.decoding import DecodeResult, greedy_decode
+from transformer.headstats import best_aligned_head
 
 from . import display
 from . import model_registry as registry

@@ -9,10 +9,10 @@ import streamlit as st
 from ui import concept_ui, display
 from ui import model_registry as registry
 from transformer import charts
-from transformer.concepts import (
+from transformer.export import chart_filename
+from transformer.masked_batch import (
     MAX_BATCH, MIN_BATCH, MaskedBatch, check_sources, greedy_targets, masked_batch, weight_above_diagonal,
 )
-from transformer.export import chart_filename
 from transformer.masks import subsequent_mask
 from transformer.special_tokens import PAD
 

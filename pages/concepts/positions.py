@@ -10,9 +10,9 @@ import streamlit as st
 from ui import concept_ui, display
 from ui import model_registry as registry
 from transformer import charts
-from transformer.concepts import model_positions, rotation_demo
 from transformer.decoding import DecodeResult, teacher_forced
 from transformer.headstats import alignment_score
+from transformer.pe_rotation import model_positions, rotation_demo
 from transformer.positional import sinusoidal_table
 from transformer.trace import EmbeddingRecord
 

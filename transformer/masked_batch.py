@@ -1,21 +1,16 @@
-"""Computations behind the concept pages: a padded batch traced through the model with its masks, the
-rotation that moves sinusoidal encodings by a fixed offset, and the head that best shows a task's alignment.
-
-No streamlit here; pages call these and hand the arrays to chart builders.
+"""A padded batch traced through the model with its masks, as in training (teacher forcing): what the
+Masks page shows. No streamlit here; pages call these and hand the arrays to chart builders.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from .decoding import greedy_batch
-from .headstats import alignment_score
 from .masks import padding_mask, target_mask
 from .model import EncoderDecoder
-from .positional import frequencies, sinusoidal_table
 from .special_tokens import PAD
 from .tasks import encode_pairs
 from .tokenizers import Tokenizer
@@ -26,9 +21,6 @@ MIN_BATCH, MAX_BATCH = 2, 4
 
 class BatchError(ValueError):
     """The inputs cannot form a batch for this model; the message says why."""
-
-
-# --------------------------------------------------------------------------------------------- masks
 
 
 @dataclass(frozen=True)
@@ -115,75 +107,3 @@ def masked_batch(model: EncoderDecoder, tokenizer: Tokenizer, pairs: list[tuple[
 def weight_above_diagonal(weights: torch.Tensor) -> torch.Tensor:
     """Total weight each query row puts on later keys: (..., Q, K) -> (..., Q)."""
     return torch.triu(weights, diagonal=1).sum(-1)
-
-
-# ------------------------------------------------------------------------------------ positional rotation
-
-
-def pe_frequencies(d_model: int) -> torch.Tensor:
-    """(d_model / 2,) float64 angular frequencies w_i = 10000^(-2i/d_model) of the sinusoidal pairs."""
-    if d_model < 2 or d_model % 2:
-        raise ValueError(f"d_model must be an even number >= 2 to pair sines with cosines, got {d_model}")
-    return frequencies(d_model, torch.float64)
-
-
-def rotation_matrix(d_model: int, k: int) -> torch.Tensor:
-    """(d_model, d_model) block-diagonal M_k with PE(pos + k) = M_k PE(pos) for every pos.
-
-    Dimensions (2i, 2i+1) hold (sin(pos w_i), cos(pos w_i)); the angle-addition formulas turn a shift by k
-    into the 2x2 rotation [[cos k w_i, sin k w_i], [-sin k w_i, cos k w_i]] on that pair, independent of pos.
-    """
-    angles = k * pe_frequencies(d_model)
-    cos, sin = torch.cos(angles), torch.sin(angles)
-    blocks = torch.stack([torch.stack([cos, sin], -1), torch.stack([-sin, cos], -1)], -2)  # (d/2, 2, 2)
-    return torch.block_diag(*blocks)
-
-
-@dataclass(frozen=True)
-class RotationDemo:
-    """M_k applied to PE(pos) for several pos, compared with PE(pos + k) from `sinusoidal_table`."""
-
-    d_model: int
-    k: int
-    positions: list[int]
-    matrix: np.ndarray  # (d_model, d_model)
-    angles: np.ndarray  # (d_model / 2,): k * w_i in radians, one per frequency pair
-    errors: np.ndarray  # (len(positions),): max |M_k PE(pos) - PE(pos + k)| per pos
-
-    @property
-    def max_error(self) -> float:
-        return float(self.errors.max())
-
-
-def rotation_demo(d_model: int, k: int, positions: list[int]) -> RotationDemo:
-    """Check numerically that one fixed matrix moves every listed position's encoding forward by k."""
-    if not positions or min(positions) < 0 or k < 0:
-        raise ValueError("positions and the offset k must be whole numbers >= 0")
-    table = sinusoidal_table(max(positions) + k + 1, d_model).double()
-    matrix = rotation_matrix(d_model, k)
-    index = torch.tensor(positions)
-    moved = table[index] @ matrix.T
-    errors = (moved - table[index + k]).abs().amax(-1)
-    return RotationDemo(d_model, k, list(positions), matrix.numpy(), (k * pe_frequencies(d_model)).numpy(),
-                        errors.numpy())
-
-
-def model_positions(model: EncoderDecoder, side: str = "src") -> tuple[str, np.ndarray]:
-    """The model's own positional encodings: (kind, (max_len, d_model) copy) for the "src" or "tgt" side."""
-    embed = {"src": model.src_embed, "tgt": model.tgt_embed}[side]
-    return embed.positions.kind, embed.positions.full_table().detach().float().cpu().numpy().copy()
-
-
-# ------------------------------------------------------------------------------------ alignment heads
-
-
-def best_aligned_head(weights, expected: list[int | None] | None) -> tuple[int, int] | None:
-    """(layer, head) whose attention (layers, heads, Q, K) best follows `expected` (per query, the key it
-    should attend to); None when there is no expected alignment to judge by."""
-    if not expected or all(k is None for k in expected):
-        return None
-    w = np.asarray(weights)
-    usable = [k if k is not None and k < w.shape[-1] else None for k in expected[: w.shape[-2]]]
-    scores = np.nan_to_num(alignment_score(w, usable), nan=-1.0)
-    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
-    return int(layer), int(head)

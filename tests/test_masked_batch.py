@@ -1,20 +1,13 @@
-"""transformer.concepts: the traced padded batch, the positional rotation, the best-aligned head."""
+"""transformer.masked_batch: a padded batch traced through the model with its masks."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pytest
 import torch
 
-from transformer.concepts import (
-    BatchError, best_aligned_head, greedy_targets, masked_batch, model_positions, pe_frequencies,
-    rotation_demo, rotation_matrix, weight_above_diagonal,
-)
 from transformer.config import ModelConfig
+from transformer.masked_batch import BatchError, greedy_targets, masked_batch, weight_above_diagonal
 from transformer.model import EncoderDecoder
-from transformer.positional import sinusoidal_table
 from transformer.special_tokens import BOS, EOS, PAD
 from transformer.tasks import make_task
 from transformer.tokenizers import TokenizerError
@@ -97,39 +90,3 @@ def test_greedy_targets_match_the_decoder(setup):
 
     outs = greedy_targets(model, tok, ["ab", "xyzw"])
     assert outs == [greedy_decode(model, tok, s, max_len=9).output_text for s in ["ab", "xyzw"]]
-
-
-def test_rotation_moves_encodings_by_k():
-    d, k = 16, 3
-    m = rotation_matrix(d, k)
-    assert m.shape == (d, d)
-    assert torch.allclose(m @ m.T, torch.eye(d, dtype=torch.float64), atol=1e-12)  # a rotation
-    assert torch.count_nonzero(m) == 2 * d  # block-diagonal 2x2 blocks only
-    w = pe_frequencies(d)
-    assert w[1].item() == pytest.approx(10000 ** (-2 / d))
-    demo = rotation_demo(d, k, [0, 1, 7, 30])
-    assert demo.errors.shape == (4,) and demo.max_error < 1e-5
-    np.testing.assert_allclose(demo.angles, k * w.numpy())
-    wrong = (rotation_matrix(d, k + 1) @ sinusoidal_table(40, d).double()[7] - sinusoidal_table(40, d)[10]).abs()
-    assert wrong.max() > 1e-2  # the matrix depends on k: the one for k + 1 does not fit
-    with pytest.raises(ValueError, match="even"):
-        rotation_matrix(15, 2)
-    with pytest.raises(ValueError):
-        rotation_demo(16, 2, [])
-
-
-def test_model_positions_are_read_only_copies(setup):
-    model, _ = setup
-    kind, table = model_positions(model, "src")
-    assert kind == "sinusoidal" and table.shape == (10, 32)
-    np.testing.assert_allclose(table[3, :2], [math.sin(3), math.cos(3)], atol=1e-6)
-    table[:] = 0
-    assert model.src_embed.positions.full_table().abs().sum() > 0
-
-
-def test_best_aligned_head():
-    w = np.full((2, 3, 4, 4), 0.25)
-    w[1, 2] = np.eye(4)[::-1]  # layer 2, head 3 attends anti-diagonally
-    assert best_aligned_head(w, [3, 2, 1, 0]) == (1, 2)
-    assert best_aligned_head(w, [3, 2, 1, 0, 9]) == (1, 2)  # extra / out-of-range expectations ignored
-    assert best_aligned_head(w, None) is None and best_aligned_head(w, [None]) is None
