@@ -16,15 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import streamlit as st
 
 from transformer import charts
-from transformer.bundle import ModelBundle
 from transformer.config import BOUNDS, ModelConfig
-from transformer.decoding import greedy_decode
 from transformer.export import chart_filename
 from transformer.job import JobSnapshot, TrainingJob
+from transformer.probe import Probe, ProbeResult, example_input, run_probe
 from transformer.tasks import TASKS
 from transformer.training import MODEL_DEFAULTS, TrainConfig, Trainer
 
@@ -121,47 +119,6 @@ def settings_problem(settings: RunSettings) -> str | None:
     if settings.target is not None and not 0 < settings.target <= 1:
         return f"the target exact match must lie in (0, 1], got {settings.target}"
     return None
-
-
-# ---------------------------------------------------------------------------------------------- probe
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """The probe input greedy-decoded by one snapshot of the model: its output and cross-attention."""
-
-    source: str
-    source_pieces: list[str] = field(default_factory=list)
-    output_pieces: list[str] = field(default_factory=list)
-    output_text: str = ""
-    cross: np.ndarray | None = None  # (dec_layers, heads, output tokens, source tokens), float32
-    error: str | None = None
-
-
-def run_probe(bundle: ModelBundle, text: str) -> ProbeResult:
-    """Greedy-decode `text` with `bundle`'s model; a bad input becomes `error`, never an exception."""
-    try:
-        result = greedy_decode(bundle.model, bundle.tokenizer, text)
-    except ValueError as exc:  # TokenizerError, DecodeError
-        return ProbeResult(text, error=str(exc))
-    return ProbeResult(text, result.source_pieces, result.output_pieces, result.output_text,
-                       result.cross.numpy().astype(np.float32))
-
-
-class Probe:
-    """TrainingJob's probe callback (runs in the training thread). `text` may be changed from the page at any
-    time; the next snapshot decodes the new text (assigning a str is atomic)."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def __call__(self, bundle: ModelBundle) -> ProbeResult:
-        return run_probe(bundle, self.text)
-
-
-def example_input(task) -> str:
-    """The default probe: the task's first held-out example."""
-    return task.examples()[0]
 
 
 # ------------------------------------------------------------------------------------------------ run
