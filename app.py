@@ -18,6 +18,8 @@ for info in PAGES:
 page = st.navigation(navigation)
 
 from ui.sidebar import render_sidebar  # noqa: E402  (after set_page_config)
+from ui.tables import for_page  # noqa: E402
 
+for_page(page.url_path).view().adopt_link()  # before the sidebar, whose model picker a link may set
 render_sidebar()
 page.run()

@@ -12,6 +12,8 @@ import streamlit as st
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
 
+from . import state
+
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
@@ -87,14 +89,14 @@ def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -
     key = f"{origin}:{uuid.uuid4().hex[:8]}"
     _session_models()[key] = (origin, bundle)
     if activate:
-        st.session_state[ACTIVE] = key
+        set_active(key)
     return key
 
 
 def remove_session_model(key: str) -> None:
     _session_models().pop(key, None)
     if st.session_state.get(ACTIVE) == key:
-        st.session_state[ACTIVE] = default_key()
+        set_active(default_key())
 
 
 def default_key() -> str | None:
@@ -102,8 +104,11 @@ def default_key() -> str | None:
     return DEFAULT_MODEL if DEFAULT_MODEL in keys else (keys[0] if keys else None)
 
 
-def set_active(key: str) -> None:
-    """Make `key` the active model. Call from a widget callback (before the sidebar picker renders)."""
+def set_active(key: str | None) -> None:
+    """Make `key` the active model (what depends on the model, such as the decode page's input, starts
+    afresh). Call from a widget callback, before the sidebar picker renders."""
+    if st.session_state.get(ACTIVE) != key:
+        state.changed("model")
     st.session_state[ACTIVE] = key
 
 

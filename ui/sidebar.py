@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from . import model_registry as registry
+from .tables.shared import SHARED
 
 EXPORT_FORMAT = "export_format"
 
@@ -32,13 +33,13 @@ def render_sidebar() -> None:
             st.error("No model is available: the pretrained checkpoints in assets/checkpoints are missing. "
                      "Train one on the Train live page.")
             return
-        if st.session_state.get(registry.ACTIVE) not in entries:
-            st.session_state[registry.ACTIVE] = registry.default_key()
-        st.selectbox(
+        SHARED.view().widget(
+            "model",
+            st.selectbox,
             "Model",
             options=list(entries),
             format_func=lambda k: entries[k].label,
-            key=registry.ACTIVE,
+            to_widget=lambda _: registry.active_key(),
             help="Every page uses this model. Pretrained models ship with the app; models you train or "
             "upload are added here for this browser session.",
         )

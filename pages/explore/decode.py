@@ -8,15 +8,20 @@ import math
 from typing import NamedTuple
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from ui import decode_state as state
+from ui import decodes
 from ui import model_registry as registry
 from ui.display import csv_download, show_figure
+from ui.state import View
+from ui.tables.decode import BEAM_WIDTHS, DECODE
+from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
 from transformer.charts import attention_title, step_attention_rows, token_labels, topk_bar
 from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename
 from transformer.special_tokens import BOS, PAD, UNK
+from transformer.tasks import TaskError
 from transformer.tokenizers import TokenizerError
 
 CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"
@@ -67,14 +72,8 @@ def pct(p: float) -> str:
     return f"{p:.1%}" if p >= 0.001 else f"{p:.1e}"
 
 
-def verdict(output: str, answer: str | None) -> str:
-    if answer is None:
-        return ""
-    return ":green-badge[:material/check: right]" if output == answer else ":red-badge[:material/close: wrong]"
-
-
-def intro() -> None:
-    st.title("Step-by-step decoding")
+def intro() -> DeltaGenerator:
+    notes = header("Step-by-step decoding")
     st.markdown(
         "The decoder writes its answer one token at a time. At each step it looks back at the source through "
         "**cross-attention** and at the tokens it has already written through masked **self-attention**, "
@@ -82,39 +81,25 @@ def intro() -> None:
         "different token and watch everything after it change.")
     st.latex(r"y_t = \arg\max_{w}\; P\left(w \mid y_{<t},\, x\right), \qquad "
              r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V")
+    return notes
 
 
-def input_section(key: str, bundle) -> str:
-    """The input box and the task's examples; returns the input to decode."""
-    task = bundle.task
-    examples = task.examples()
-    state.adopt_model(key, examples)
-    text_col, example_col = st.columns([2, 3], vertical_alignment="bottom")
-    text_col.text_input(
-        "Input", key=state.INPUT_BOX, on_change=state.text_from_box,
-        help=f"{task.description} The model reads at most {bundle.config.max_len - 1} tokens.")
-    text = st.session_state[state.TEXT]
-    st.session_state[state.EXAMPLES] = text if text in examples else None  # highlight the example in use
-    example_col.pills("Examples (held out from training)", examples, key=state.EXAMPLES,
-                      on_change=state.text_from_example)
-    return text
-
-
-def step_controls(n_steps: int, t: int) -> None:
-    """First / previous / slider / next / last, all writing the one step state."""
+def step_controls(view: View, n_steps: int, t: int) -> None:
+    """First / previous / slider / next / last, all writing the one `step` prop (1-based)."""
     first, prev, slider, nxt, last = st.columns([1, 1, 6, 1, 1], vertical_alignment="bottom")
     first.button("First", icon=":material/first_page:", key="decode_first", disabled=t == 0,
-                 on_click=state.go_to, args=(0,), width="stretch")
+                 on_click=view.set, args=("step", 1), width="stretch")
     prev.button("Prev", icon=":material/chevron_left:", key="decode_prev", disabled=t == 0,
-                on_click=state.go_to, args=(t - 1,), width="stretch")
+                on_click=view.set, args=("step", t), width="stretch")
     if n_steps > 1:
-        slider.slider(f"Step (of {n_steps})", 1, n_steps, key=state.STEP_SLIDER, on_change=state.step_from_slider)
+        with slider:
+            view.widget("step", st.slider, f"Step (of {n_steps})", 1, n_steps, to_widget=lambda _: t + 1)
     else:
         slider.caption("The model wrote a single token: there is only one step.")
     nxt.button("Next", icon=":material/chevron_right:", key="decode_next", disabled=t == n_steps - 1,
-               on_click=state.go_to, args=(t + 1,), width="stretch")
+               on_click=view.set, args=("step", t + 2), width="stretch")
     last.button("Last", icon=":material/last_page:", key="decode_last", disabled=t == n_steps - 1,
-                on_click=state.go_to, args=(n_steps - 1,), width="stretch")
+                on_click=view.set, args=("step", n_steps), width="stretch")
 
 
 def token_strips(result: DecodeResult, t: int) -> None:
@@ -140,7 +125,17 @@ def choice_line(result: DecodeResult, t: int) -> None:
         st.markdown(f"**Step {t + 1}:** the model chooses **`{shown}`** with probability **{pct(step.prob)}**.")
 
 
-def force_panel(tokenizer, result: DecodeResult, t: int) -> None:
+def force(view: View, t: int, token: int, model_choice: int) -> None:
+    """Emit `token` at step t (0-based) and decode on from it; later forcings no longer apply. Choosing the
+    token the model itself would pick there removes the forcing at that step."""
+    kept = {s: tok for s, tok in view.get("force") if s < t + 1}
+    if token != model_choice:
+        kept[t + 1] = token
+    view.set("force", tuple(sorted(kept.items())))
+    view.set("step", t + 1)
+
+
+def force_panel(view: View, tokenizer, result: DecodeResult, t: int) -> None:
     """Pick any token (sorted by this step's probability) and decode on from it."""
     step = result.steps[t]
     probs = step.log_probs.exp()
@@ -153,7 +148,7 @@ def force_panel(tokenizer, result: DecodeResult, t: int) -> None:
         pick = st.selectbox("Token (most likely first, then the rest of the vocabulary)", order, index=default,
                             format_func=labels.get, key=f"decode_force_pick_{t}")
         st.button("Force it and decode on", icon=":material/call_split:", key="decode_force", type="primary",
-                  on_click=state.force, args=(t, pick, model_choice))
+                  on_click=force, args=(view, t, pick, model_choice))
 
 
 def output_chips(result: DecodeResult, other: DecodeResult) -> str:
@@ -168,7 +163,7 @@ def output_line(name: str, result: DecodeResult, answer: str | None) -> str:
     return f"**{name}:** `{result.output_text or '(empty)'}` {verdict(result.output_text, answer)}{cut}"
 
 
-def outcome(result: DecodeResult, greedy: DecodeResult, answer: str | None, why: str) -> None:
+def outcome(view: View, result: DecodeResult, greedy: DecodeResult, answer: str | None, why: str) -> None:
     """The finished output against the expected answer; with forcing, greedy and forced one above the other,
     the tokens where they differ shaded."""
     if not any(step.forced for step in result.steps):
@@ -179,7 +174,8 @@ def outcome(result: DecodeResult, greedy: DecodeResult, answer: str | None, why:
             st.markdown(output_chips(mine, other), unsafe_allow_html=True)
         forced_at = ", ".join(str(s.index + 1) for s in result.steps if s.forced)
         st.caption(f"You forced step {forced_at}; shaded tokens differ between the two outputs.")
-        st.button("Reset to greedy", icon=":material/restart_alt:", key="decode_reset", on_click=state.reset_forcing)
+        st.button("Reset to greedy", icon=":material/restart_alt:", key="decode_reset",
+                  on_click=view.set, args=("force", ()))
     if answer is not None:
         st.markdown(f"**Expected** (the task's rule): `{answer}`")
     else:
@@ -214,37 +210,67 @@ def attention_charts(bundle, result: DecodeResult, t: int) -> None:
                          labels, name, key=f"decode_csv_{kind}")
 
 
+def expected(task, text: str) -> tuple[str | None, str]:
+    """(the task's right answer, "") or (None, why there is none)."""
+    try:
+        return task.target(text), ""
+    except TaskError as exc:
+        return None, str(exc)
+
+
+def checked_forcing(view: View, tokenizer) -> dict[int, int]:
+    """The forced tokens as {0-based step: token id}; a token the decoder cannot emit drops the forcing."""
+    pairs = dict(view.get("force"))
+    bad = [tok for tok in pairs.values() if tok in (PAD, BOS, UNK) or not 0 <= tok < tokenizer.vocab_size]
+    if bad:
+        view.refuse("force", f"token id {bad[0]} is not one this model can write")
+        return {}
+    return {s - 1: tok for s, tok in pairs.items() if s >= 1}
+
+
+def current_step(view: View, n_steps: int) -> int:
+    """The 0-based step to show: the one chosen, or the middle of a fresh decode."""
+    step = view.get("step")
+    if step is not None and step > n_steps:
+        view.refuse("step", f"this decode has only {n_steps} step(s)")
+        step = None
+    return n_steps // 2 if step is None else step - 1
+
+
 @st.fragment
-def stepper(key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
+def stepper(view: View, key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
     """Everything that changes with the step or a forced token; a click reruns only this part."""
-    state.own(key, text)
-    forced = state.forced()
-    result = state.decode(key, version, text, tuple(sorted(forced.items())), bundle) if forced else greedy
-    t = state.current_step(len(result.steps))
-    step_controls(len(result.steps), t)
+    forced = checked_forcing(view, bundle.tokenizer)
+    result = decodes.greedy(key, version, text, tuple(sorted(forced.items()))) if forced else greedy
+    if any(s >= len(result.steps) for s in forced):
+        view.refuse("force", f"this decode has only {len(result.steps)} step(s)")
+        result = greedy
+    t = current_step(view, len(result.steps))
+    step_controls(view, len(result.steps), t)
     token_strips(result, t)
     choice_line(result, t)
     left, right = st.columns([2, 3], gap="large")
     with left:
         step_charts(bundle, result, t)
     with right:
-        force_panel(bundle.tokenizer, result, t)
-        outcome(result, greedy, *state.expected(bundle, text))
+        force_panel(view, bundle.tokenizer, result, t)
+        outcome(view, result, greedy, *expected(bundle.task, text))
     st.subheader("Attention at this step")
     st.caption("Each row is one head (L = decoder layer, H = head); each row sums to 1 over its columns. "
                "Bright cells show where that head looked while choosing this step's token.")
     attention_charts(bundle, result, t)
+    view.sync_url()
 
 
 @st.fragment
-def beam_panel(key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
+def beam_panel(view: View, key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
     st.subheader("Greedy or beam search?")
     st.markdown("Greedy keeps only the single best token at each step. Beam search keeps the *k* best partial "
                 "outputs and returns the finished one with the highest total log-probability "
                 r"$\sum_t \log P(y_t \mid y_{<t}, x)$.")
-    width = st.segmented_control("Beam width", [2, 3, 4, 6, 8], default=4, required=True, key="decode_beam_width")
-    beam = state.beam(key, version, text, width, bundle)
-    answer, _ = state.expected(bundle, text)
+    width = view.widget("beam", st.segmented_control, "Beam width", BEAM_WIDTHS, required=True)
+    beam = decodes.beam(key, version, text, width)
+    answer, _ = expected(bundle.task, text)
     left, right = st.columns(2)
     for column, name, output, score in ((left, "Greedy", greedy.output_text, greedy.score),
                                         (right, f"Beam search, width {width}", beam.text, beam.score)):
@@ -257,28 +283,28 @@ def beam_panel(key: str, version: int, text: str, bundle, greedy: DecodeResult) 
     else:
         st.markdown(":orange-badge[:material/compare_arrows: different outputs] beam search found a sequence "
                     f"whose total log-probability differs by {beam.score - greedy.score:+.4g}.")
+    view.sync_url()
 
 
 def main() -> None:
-    intro()
-    key, bundle = registry.active_key(), registry.active_bundle()
-    if bundle is None:
-        st.warning("No model is available yet: train one on the Train live page or upload a checkpoint.")
-        return
-    text = input_section(key, bundle)
+    view = DECODE.view()
+    notes = intro()
+    key, bundle = require_model()
+    text = input_picker(view, bundle, help_text=f"{bundle.task.description} The model reads at most "
+                                           f"{bundle.config.max_len - 1} tokens.")
     version = registry.version(key)
     try:
-        greedy = state.decode(key, version, text, (), bundle)
+        greedy = decodes.greedy(key, version, text)
     except (TokenizerError, DecodeError) as exc:
         st.error(f"This input cannot be decoded: {exc}.", icon=":material/error:")
         st.caption("Pick an example above, or type an input in the model's alphabet.")
+        finish(view, notes)
         return
-    if len(text) > bundle.task.max_source_chars:
-        st.warning(f"The model was trained on inputs of at most {bundle.task.max_source_chars} characters; "
-                   "expect mistakes on longer ones.", icon=":material/warning:")
-    stepper(key, version, text, bundle, greedy)
+    warn_if_longer_than_trained(bundle.task, text)
+    stepper(view, key, version, text, bundle, greedy)
     st.divider()
-    beam_panel(key, version, text, bundle, greedy)
+    beam_panel(view, key, version, text, bundle, greedy)
+    finish(view, notes)
 
 
 main()

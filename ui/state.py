@@ -1,0 +1,394 @@
+"""View state from declarative tables: one table per page, the single home of that page's view state.
+
+A `StateTable` lists `Prop`s, each one piece of view state with its type, default, bounds and whether it
+belongs in the URL (in the spirit of TensorFlow Playground's `State` and its property table). A page reads
+and writes its state only through its table's `View`, creates its widgets through it, and the view is the
+one place that turns the state into the page's URL and a link back into state:
+
+- session state holds every value under `<page>.<name>` (shared props, such as the active model and the
+  input text, under one key that every page's table refers to), so a value survives a visit to another page
+  (Streamlit drops a widget's own state when its page is not shown);
+- `View.adopt_link()` reads a link's query parameters once (when they differ from what this session last
+  wrote): each value is parsed and bounded by its prop; a bad one, an unknown key or a newer format version
+  leaves the default and a short note, never a traceback;
+- `View.sync_url()` writes the URL: only values that differ from their defaults, plus the format version.
+
+Widgets are seeded from the state before they render and write back through their callback, so the state
+table, not the widget, owns each value. Changing a prop resets the props that depend on it (a new input
+starts the decode at its middle step, with no forced tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import streamlit as st
+
+FORMAT_VERSION = 1
+VERSION_PARAM = "v"
+MAX_PARAM_CHARS = 2000  # longer query values are refused before they are parsed
+
+
+class LinkError(ValueError):
+    """A query parameter that cannot be honoured; the message says why, in the user's words."""
+
+
+# ------------------------------------------------------------------------------------------------- props
+
+
+@dataclass(frozen=True)
+class Prop:
+    """One piece of view state. `default` None means "the page decides" (e.g. the model's first example);
+    `depends_on` names props whose change resets this one; `key` overrides the session-state key."""
+
+    name: str
+    default: Any = None
+    url: bool = True
+    depends_on: tuple[str, ...] = ()
+    key: str | None = None
+
+    def parse(self, raw: str) -> Any:
+        """The value a query parameter stands for; LinkError when it is not one this prop can take."""
+        return raw
+
+    def format(self, value: Any) -> str:
+        return str(value)
+
+    def admits(self, value: Any) -> bool:
+        """Whether a value already in session state is one this prop can hold (else it reads as the default)."""
+        return True
+
+
+@dataclass(frozen=True)
+class Text(Prop):
+    max_chars: int = 200
+
+    def parse(self, raw: str) -> str:
+        if len(raw) > self.max_chars:
+            raise LinkError(f"it is {len(raw)} characters long; at most {self.max_chars} are allowed")
+        if any(ord(c) < 32 for c in raw):
+            raise LinkError("it contains control characters")
+        return raw
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, str) and len(value) <= self.max_chars
+
+
+@dataclass(frozen=True)
+class Int(Prop):
+    lo: int = 0
+    hi: int = 2**31 - 1
+
+    def parse(self, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise LinkError(f"“{raw}” is not a whole number") from None
+        if not self.lo <= value <= self.hi:
+            raise LinkError(f"{value} lies outside {self.lo}..{self.hi}")
+        return value
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
+
+
+@dataclass(frozen=True)
+class Float(Prop):
+    lo: float = -math.inf
+    hi: float = math.inf
+
+    def parse(self, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise LinkError(f"“{raw}” is not a number") from None
+        if not math.isfinite(value) or not self.lo <= value <= self.hi:
+            raise LinkError(f"{raw} lies outside {self.lo:g}..{self.hi:g}")
+        return value
+
+    def format(self, value: float) -> str:
+        return f"{value:g}"
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool) and self.lo <= value <= self.hi
+
+
+@dataclass(frozen=True)
+class Flag(Prop):
+    default: bool = False
+
+    def parse(self, raw: str) -> bool:
+        if raw not in ("0", "1"):
+            raise LinkError(f"“{raw}” is neither 0 nor 1")
+        return raw == "1"
+
+    def format(self, value: bool) -> str:
+        return "1" if value else "0"
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Choice(Prop):
+    options: tuple = ()
+
+    def parse(self, raw: str) -> Any:
+        for option in self.options:
+            if self.format(option) == raw:
+                return option
+        raise LinkError(f"“{raw}” is not one of {', '.join(self.format(o) for o in self.options)}")
+
+    def admits(self, value: Any) -> bool:
+        return value in self.options
+
+
+@dataclass(frozen=True)
+class IntMap(Prop):
+    """A small map of whole numbers, written `4:17,6:3` (e.g. step -> forced token id)."""
+
+    default: tuple = ()
+    max_items: int = 64
+
+    def parse(self, raw: str) -> tuple[tuple[int, int], ...]:
+        items = [item for item in raw.split(",") if item]
+        if len(items) > self.max_items:
+            raise LinkError(f"it has {len(items)} entries; at most {self.max_items} are allowed")
+        pairs = {}
+        for item in items:
+            left, sep, right = item.partition(":")
+            if not sep or not left.strip().isdigit() or not right.strip().isdigit() or len(item) > 24:
+                raise LinkError(f"“{item}” is not of the form step:token")
+            pairs[int(left)] = int(right)
+        return tuple(sorted(pairs.items()))
+
+    def format(self, value: tuple) -> str:
+        return ",".join(f"{a}:{b}" for a, b in value)
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value)
+
+
+@dataclass(frozen=True)
+class IntList(Prop):
+    """A few whole numbers, written `2,5` (e.g. a selected heatmap cell: query, key)."""
+
+    default: tuple | None = None
+    length: int = 2
+    hi: int = 10_000
+
+    def parse(self, raw: str) -> tuple[int, ...]:
+        parts = raw.split(",")
+        if len(parts) != self.length or not all(p.strip().isdigit() and len(p) < 8 for p in parts):
+            raise LinkError(f"“{raw}” is not {self.length} whole numbers separated by commas")
+        values = tuple(int(p) for p in parts)
+        if max(values) > self.hi:
+            raise LinkError(f"{max(values)} is larger than {self.hi}")
+        return values
+
+    def format(self, value: tuple) -> str:
+        return ",".join(str(v) for v in value)
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, tuple) and len(value) == self.length
+
+
+# ------------------------------------------------------------------------------------------------ tables
+
+
+@dataclass(frozen=True)
+class StateTable:
+    """A page's view state: `page` names it (its URL path, or "home"), `props` lists every piece."""
+
+    page: str
+    props: tuple[Prop, ...]
+    by_name: dict[str, Prop] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        names = [p.name for p in self.props]
+        if len(set(names)) != len(names) or VERSION_PARAM in names:
+            raise ValueError(f"state table {self.page}: prop names must be unique and not {VERSION_PARAM!r}")
+        object.__setattr__(self, "by_name", {p.name: p for p in self.props})
+
+    def key(self, name: str) -> str:
+        prop = self.by_name[name]
+        return prop.key or f"{self.page}.{name}"
+
+    def view(self) -> View:
+        return View(self)
+
+
+_TABLES: dict[str, StateTable] = {}
+
+
+def register(table: StateTable) -> StateTable:
+    """Make a table known, so a change of a shared prop resets the props of every page that depend on it."""
+    _TABLES[table.page] = table
+    return table
+
+
+def changed(name: str) -> None:
+    """Prop `name` changed (outside `View.set`, e.g. the active model picked on another page): the props
+    of every page that depend on it return to their defaults."""
+    for table in _TABLES.values():
+        for prop in table.props:
+            if name in prop.depends_on:
+                st.session_state.pop(table.key(prop.name), None)
+
+
+NOTES = "state.link_notes"  # session key: LinkNotes of the last link adopted
+WRITTEN = "state.written"  # session key: {page: the query parameters this session last wrote or adopted}
+
+
+@dataclass
+class LinkNotes:
+    """What could not be honoured of the link `page` was opened with, and which props it did set."""
+
+    page: str
+    notes: list[str] = field(default_factory=list)
+    adopted: set[str] = field(default_factory=set)
+
+
+class View:
+    """A state table bound to this session: read, write, widgets, link in, URL out."""
+
+    def __init__(self, table: StateTable):
+        self.table = table
+
+    # -- values
+    def get(self, name: str) -> Any:
+        """The current value, or the prop's default when it is unset or not one the prop can hold."""
+        prop = self.table.by_name[name]
+        value = st.session_state.get(self.table.key(name), prop.default)
+        return value if value is None or prop.admits(value) else prop.default
+
+    def set(self, name: str, value: Any) -> None:
+        """Change a value; the props that depend on it return to their defaults."""
+        if self.get(name) != value:
+            changed(name)
+        st.session_state[self.table.key(name)] = value
+
+    def reset(self, name: str) -> None:
+        st.session_state.pop(self.table.key(name), None)
+
+    def values(self) -> dict[str, Any]:
+        return {p.name: self.get(p.name) for p in self.table.props}
+
+    # -- widgets
+    def widget_key(self, name: str, slot: str = "") -> str:
+        return f"widget.{self.table.key(name)}" + (f".{slot}" if slot else "")
+
+    def widget(self, name: str, make: Callable, *args, slot: str = "", to_widget=None, from_widget=None,
+               on_change=None, **kwargs):
+        """Create a widget bound to prop `name`: `make(*args, key=..., on_change=..., **kwargs)`, seeded from
+        the state (through `to_widget`) and writing back on change (through `from_widget`, which may return
+        None to keep the current value). `slot` tells apart two widgets of one prop. Returns what the
+        widget returns."""
+        wkey = self.widget_key(name, slot)
+        value = self.get(name)
+        st.session_state[wkey] = to_widget(value) if to_widget else value
+
+        def changed():
+            new = st.session_state[wkey]
+            new = from_widget(new) if from_widget else new
+            if new is not None:
+                self.set(name, new)
+            st.session_state.pop(NOTES, None)
+            if on_change is not None:
+                on_change()
+
+        return make(*args, key=wkey, on_change=changed, **kwargs)
+
+    # -- the link in
+    def adopt_link(self) -> None:
+        """Take the values of a link's query parameters when they are new to this session (a link just
+        opened, or typed into the address bar). Empty parameters (after moving between pages) keep the
+        session's state."""
+        params = {k: st.query_params.get(k) for k in st.query_params}
+        written = st.session_state.setdefault(WRITTEN, {})
+        if not params or params == written.get(self.table.page):
+            return
+        written[self.table.page] = params
+        notes: list[str] = []
+        adopted: dict[str, Any] = {}
+        version = params.pop(VERSION_PARAM, str(FORMAT_VERSION))
+        if version != str(FORMAT_VERSION):
+            notes.append(f"the link was made by a newer version of the app (format {version[:12]}); "
+                         "showing the default view")
+            params = {}
+        for name, raw in params.items():
+            prop = self.table.by_name.get(name)
+            if prop is None or not prop.url:
+                notes.append(f"“{name[:40]}” is not a setting of this page")
+                continue
+            try:
+                if len(raw) > MAX_PARAM_CHARS:
+                    raise LinkError(f"it is {len(raw):,} characters long")
+                adopted[name] = prop.parse(raw)
+            except LinkError as exc:
+                notes.append(f"{name}: {exc}")
+        for prop in self.table.props:  # a link sets the whole view: what it does not name is the default
+            if prop.url:
+                st.session_state.pop(self.table.key(prop.name), None)
+        for name, value in adopted.items():
+            st.session_state[self.table.key(name)] = value
+        st.session_state[NOTES] = LinkNotes(self.table.page, notes, set(adopted))
+
+    def refuse(self, name: str, why: str) -> None:
+        """A value the page cannot show (a step past the end, a layer the model lacks): back to the default,
+        with a note when the value came from a link."""
+        link = self._link_notes()
+        if link is not None and name in link.adopted:
+            link.notes.append(f"{name}: {why}")
+            link.adopted.discard(name)
+        self.reset(name)
+
+    def note(self, text: str) -> None:
+        """Add a note about the link being shown (e.g. the model it named is not on this server)."""
+        link = self._link_notes()
+        if link is None:
+            link = st.session_state[NOTES] = LinkNotes(self.table.page)
+        link.notes.append(text)
+
+    def _link_notes(self) -> LinkNotes | None:
+        link = st.session_state.get(NOTES)
+        return link if link is not None and link.page == self.table.page else None
+
+    def notes(self) -> list[str]:
+        link = self._link_notes()
+        return list(link.notes) if link is not None else []
+
+    def show_notes(self) -> None:
+        """The notes about the link this page was opened with, if any (until the next change)."""
+        notes = self.notes()
+        if notes:
+            st.warning("This link could not be followed in full: " + "; ".join(notes) + ".",
+                       icon=":material/link_off:")
+
+    # -- the URL out
+    def params(self) -> dict[str, str]:
+        """The view as query parameters: only values that differ from their defaults, plus the version."""
+        out = {}
+        for prop in self.table.props:
+            value = self.get(prop.name)
+            if prop.url and value is not None and value != prop.default:
+                out[prop.name] = prop.format(value)
+        return {VERSION_PARAM: str(FORMAT_VERSION), **out} if out else {}
+
+    def sync_url(self) -> None:
+        """Write the view into the URL (call at the end of a run, and of a fragment that changes state)."""
+        params = self.params()
+        current = {k: st.query_params.get(k) for k in st.query_params}
+        if params != current:
+            st.query_params.from_dict(params)
+        st.session_state.setdefault(WRITTEN, {})[self.table.page] = params
+
+    def link(self) -> str:
+        """The full link to this view (relative when the browser's address is unknown, as under AppTest)."""
+        base = st.context.url or f"/{self.table.page if self.table.page != 'home' else ''}"
+        query = urlencode(self.params())
+        return f"{base}?{query}" if query else base

@@ -1,0 +1,13 @@
+"""Every page's state table, by the page's URL path ("" for home). app.py adopts a link through the
+current page's table before anything renders, so the sidebar's model picker already shows the linked model."""
+
+from ui.state import StateTable
+from ui.tables.decode import DECODE
+from ui.tables.shared import SHARED
+
+TABLES: dict[str, StateTable] = {table.page: table for table in (DECODE,)}
+
+
+def for_page(url_path: str) -> StateTable:
+    """The table of the page served at `url_path` (the shared one for a page without its own)."""
+    return TABLES.get(url_path or "home", SHARED)
