@@ -5,7 +5,7 @@ belongs in the URL (in the spirit of TensorFlow Playground's `State` and its pro
 and writes its state only through its table's `View`, creates its widgets through it, and the view is the
 one place that turns the state into the page's URL and a link back into state:
 
-- session state holds every value under `<page>.<name>` (shared props, such as the active model and the
+- session state holds every value under `<page>_<name>` (shared props, such as the active model and the
   input text, under one key that every page's table refers to), so a value survives a visit to another page
   (Streamlit drops a widget's own state when its page is not shown);
 - `View.adopt_link()` reads a link's query parameters once (when they differ from what this session last
@@ -216,7 +216,7 @@ class StateTable:
 
     def key(self, name: str) -> str:
         prop = self.by_name[name]
-        return prop.key or f"{self.page}.{name}"
+        return prop.key or f"{self.page}_{name}"
 
     def view(self) -> View:
         return View(self)
@@ -240,8 +240,8 @@ def changed(name: str) -> None:
                 st.session_state.pop(table.key(prop.name), None)
 
 
-NOTES = "state.link_notes"  # session key: LinkNotes of the last link adopted
-WRITTEN = "state.written"  # session key: {page: the query parameters this session last wrote or adopted}
+NOTES = "state_link_notes"  # session key: LinkNotes of the last link adopted
+WRITTEN = "state_written"  # session key: {page: the query parameters this session last wrote or adopted}
 
 
 @dataclass
@@ -280,7 +280,7 @@ class View:
 
     # -- widgets
     def widget_key(self, name: str, slot: str = "") -> str:
-        return f"widget.{self.table.key(name)}" + (f".{slot}" if slot else "")
+        return f"{self.table.key(name)}_{slot or 'widget'}"
 
     def widget(self, name: str, make: Callable, *args, slot: str = "", to_widget=None, from_widget=None,
                on_change=None, **kwargs):

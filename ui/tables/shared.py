@@ -29,6 +29,6 @@ class ModelProp(Prop):
 
 
 MODEL = ModelProp("model", default=registry.DEFAULT_MODEL, key=registry.ACTIVE)
-INPUT = Text("input", default=None, max_chars=200, depends_on=("model",), key="shared.input")
+INPUT = Text("input", default=None, max_chars=200, depends_on=("model",), key="shared_input")
 
 SHARED = register(StateTable("shared", (MODEL,)))
