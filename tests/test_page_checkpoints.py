@@ -324,7 +324,7 @@ def test_a_sessions_work_never_changes_the_shared_cached_model(app):
 def test_replacing_a_shipped_file_changes_its_version_and_its_bundle(monkeypatch, tmp_path):
     """Page caches key on (model key, registry.version): a replaced checkpoint file must change the version
     (and load afresh), so no page serves results of the old weights."""
-    monkeypatch.setattr(models, "ASSETS", tmp_path)
+    monkeypatch.setattr(registry, "ASSETS", tmp_path)
     path = tmp_path / "reverse.safetensors"
     path.write_bytes(REVERSE.read_bytes())
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
