@@ -28,15 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ui.runtime import configure_torch
+from ui.runtime import configure_torch  # noqa: E402  (after the sys.path insert)
 
 configure_torch()
 
-import plotly.io as pio
-import torch
+import plotly.io as pio  # noqa: E402  (after configure_torch)
+import torch  # noqa: E402
 
-from ui import training_runs as ts
-from transformer.job import TRAINING_THREADS, TrainingJob
+from ui import training_runs as ts  # noqa: E402
+from transformer.job import TRAINING_THREADS, TrainingJob  # noqa: E402
 
 
 def poll(run: ts.Run, cache: ts.FigureCache) -> None:

@@ -76,8 +76,8 @@ def step_rows_by_updates(weights: np.ndarray, labels: list[str], title: str, ref
     for i in range(1, layers):
         fig.add_shape(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
                       line=dict(color="#222", width=2))
-    fig.update_xaxes(type="category", side="top", tickangle=reference.xaxis.tickangle, range=[-0.5, k - 0.5], showgrid=False,
-                     zeroline=False, tickfont_size=13)
+    fig.update_xaxes(type="category", side="top", tickangle=reference.xaxis.tickangle, range=[-0.5, k - 0.5],
+                     showgrid=False, zeroline=False, tickfont_size=13)
     fig.update_yaxes(type="category", range=[len(y) - 0.5, -0.5], showgrid=False, zeroline=False, tickfont_size=13)
     fig.update_layout(
         title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top", pad=dict(t=14),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -111,7 +112,7 @@ def figure_benchmark(browser, bundle: ModelBundle, repeats: int) -> dict:
     page.set_content(plot_page())
     report = {}
     for kind, (weights, rows, cols) in traced_weights(bundle).items():
-        build = lambda: head_grid(weights, rows, cols, kind)  # noqa: E731
+        build = functools.partial(head_grid, weights, rows, cols, kind)
         build()  # warm plotly's validators
         fig = build()
         entry = {"tiles": f"{LAYERS}x{HEADS} of {weights.shape[2]}x{weights.shape[3]}",
@@ -145,7 +146,7 @@ def streamlit_server(app_root: Path):
                     break
             except OSError:
                 if time.time() > deadline:
-                    raise RuntimeError("streamlit did not start")
+                    raise RuntimeError("streamlit did not start") from None
                 time.sleep(0.3)
         yield url
     finally:

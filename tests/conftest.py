@@ -31,6 +31,25 @@ class Payload:
         return (open, (self.marker, "w"))
 
 
+SUITES = ("unit", "app", "browser")  # markers declared in pyproject.toml; `-m "not browser"` is the fast run
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by its file name (browser: test_browser_*; app: the AppTest page tests; unit: the rest),
+    unless it already carries one of the three (e.g. the @pytest.mark.browser test in test_app_frame.py)."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SUITES):
+            continue
+        filename = item.path.name
+        if filename.startswith("test_browser_"):
+            item.add_marker(pytest.mark.browser)
+        elif filename.startswith(("test_page_", "test_app_frame", "test_pages_")):
+            item.add_marker(pytest.mark.app)
+        else:
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """The app and the trainer run torch on one thread (ui/runtime.py); so do the tests. On a busy
