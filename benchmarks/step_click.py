@@ -113,7 +113,7 @@ def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
         if at.session_state[state.FORCED]:
             at.button(key="decode_reset").click().run()
         at.slider(key=state.STEP_SLIDER).set_value(step + 1).run()
-        at.button(key="decode_force").click().run()
+        at.button(key="decode_force_it").click().run()
         forces.append(entries[-1])
         assert at.session_state[state.FORCED] and not at.exception
     figures = {"first_open_ms": {k: round(first_open[k], 1) for k in ("ms", "cpu_ms")},

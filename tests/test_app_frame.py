@@ -21,7 +21,7 @@ def test_every_page_url_has_a_legacy_entry_file_and_nothing_else_sits_in_pages()
 
 def test_default_run_has_the_model_picker_and_a_card(app):
     at = app()
-    picker = at.selectbox(key="active_model")
+    picker = at.selectbox(key="active_model_widget")
     assert picker.value == "shipped:reverse"
     assert {o for o in picker.options} >= {"reverse (pretrained)"}
     assert any("Held-out exact match" in m.value for m in at.sidebar.markdown)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REVERSE, needs_reverse, open_app_page, screenshot, wait_for_app
+from conftest import REVERSE, Server, needs_reverse, open_app_page, screenshot, settle, wait_for_app
 from transformer.checkpoints import load_bundle
 from transformer.export import chart_filename
 
@@ -23,7 +23,7 @@ def open_decode(pg, url: str) -> None:
     pg.locator(".js-plotly-plot").nth(2).wait_for()
 
 
-SLIDER = ".st-key-decode_step_slider input[type=range]"
+SLIDER = ".st-key-decode_step_widget input[type=range]"
 
 
 def step(pg) -> int:
@@ -71,3 +71,74 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
     download.save_as(saved)
     assert download.suggested_filename == chart_filename("reverse", "cross", step=start + 1, ext="png")
     assert saved.stat().st_size > 1000 and saved.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+VIEW_JS = """() => ({
+    model: document.querySelector('.st-key-active_model_widget').innerText,
+    input: document.querySelector('.st-key-shared_input_widget input').value,
+    step: document.querySelector('.st-key-decode_step_widget input[type=range]').value,
+    charts: [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
+        title: el.querySelector('.gtitle').textContent,
+        data: el.data.map(d => ({x: d.x, y: d.y, z: d.z}))})),
+    text: document.querySelector('[data-testid=stMainBlockContainer]').innerText})"""
+
+
+def view(pg) -> dict:
+    pg.locator(".js-plotly-plot").nth(2).wait_for()
+    shown = pg.evaluate(VIEW_JS)
+    shown["text"] = shown["text"].split("Greedy or beam search?")[0]  # the decode part, not the beam demo
+    return shown
+
+
+def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _browser):
+    pg = page
+    open_decode(pg, fresh_server.url)
+    pg.locator(".st-key-active_model_widget").click()
+    pg.get_by_role("option", name="copy (pretrained)").click()
+    settle(pg)
+    box = pg.locator(".st-key-shared_input_widget input")
+    box.fill("hello")
+    box.press("Enter")
+    settle(pg)
+    click_and_wait(pg, "decode_next")
+    pg.locator(".st-key-decode_force_it button").click()  # force the runner-up token at this step
+    settle(pg)
+    pg.wait_for_function("() => location.search.includes('force=')")
+    link = pg.url
+    assert "model=copy" in link and "input=hello" in link and "step=" in link and "v=1" in link
+    original = view(pg)
+    assert "you forced" in original["text"]
+    screenshot(pg, "decode-03-linked-view")
+
+    other = Server()  # a second, freshly started server: nothing of the first session is there
+    try:
+        context = _browser.new_context(viewport={"width": 1400, "height": 900})
+        fresh = context.new_page()
+        fresh.set_default_timeout(30_000)
+        open_app_page(fresh, link.replace(fresh_server.url, other.url))
+        restored = view(fresh)
+        assert restored == original
+        assert fresh.url.split("?")[1] == link.split("?")[1]
+        context.close()
+    finally:
+        other.stop()
+
+
+def test_two_sessions_keep_their_own_view(fresh_server, page, _browser):
+    open_decode(page, fresh_server.url)
+    context = _browser.new_context(viewport={"width": 1400, "height": 900})
+    second = context.new_page()
+    second.set_default_timeout(30_000)
+    open_decode(second, fresh_server.url)
+    start = step(page)
+    click_and_wait(page, "decode_first")
+    assert step(page) == 1 and "step=1" in page.url
+    second.reload()
+    wait_for_app(second)
+    second.locator(".js-plotly-plot").nth(2).wait_for()
+    assert step(second) == start and "step=" not in second.url  # untouched by the first session
+    click_and_wait(second, "decode_last")
+    page.reload()
+    wait_for_app(page)
+    assert step(page) == 1 and step(second) > start
+    context.close()

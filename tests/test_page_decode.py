@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from ui import decode_state as state
 from conftest import REVERSE, needs_reverse
 from plotly_specs import array, specs
 from transformer.bundle import ModelBundle
@@ -23,6 +22,7 @@ from transformer.masks import padding_mask
 from transformer.model import EncoderDecoder
 from transformer.special_tokens import BOS
 from transformer.tasks import make_task
+from ui.decodes import TOPK
 from transformer.trace import AttentionTrace
 
 PAGE = "pages/explore/decode.py"
@@ -38,6 +38,18 @@ def bundle(page) -> ModelBundle:
 @pytest.fixture
 def page(app):
     return app(PAGE)
+
+
+INPUT_BOX, EXAMPLES, SLIDER = "shared_input_widget", "shared_input_examples", "decode_step_widget"
+
+
+def shown_input(at) -> str:
+    return at.text_input(key=INPUT_BOX).value
+
+
+def shown_step(at) -> int:
+    """The 0-based step the slider shows."""
+    return at.slider(key=SLIDER).value - 1
 
 
 def charts(at) -> dict[str, dict]:
@@ -64,12 +76,12 @@ def traced_step_rows(bundle, source_ids: list[int], prefix: list[int]) -> tuple[
 
 
 def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_the_model(page, bundle):
-    text = page.session_state[state.TEXT]
-    assert text == bundle.task.examples()[0] and page.text_input(key=state.INPUT_BOX).value == text
+    text = shown_input(page)
+    assert text == bundle.task.examples()[0] and "shared_input" not in page.session_state
     result = greedy_decode(bundle.model, bundle.tokenizer, text)
-    t = page.session_state[state.STEP]
-    assert t == len(result.steps) // 2 > 0
-    assert page.slider(key=state.STEP_SLIDER).value == t + 1
+    t = shown_step(page)
+    assert t == len(result.steps) // 2 > 0 and "decode_step" not in page.session_state
+    assert not page.query_params
     assert not page.error and not page.warning
 
     cfg, found = bundle.config, charts(page)
@@ -81,7 +93,7 @@ def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_t
     assert array(own["data"][0]["z"]).shape == (len(rows), t + 1)
     assert own["data"][0]["x"] == token_labels(result.prefix_pieces[: t + 1])
     bars = found["Next-token probabilities"]["data"][0]
-    assert list(bars["y"])[0] == result.steps[t].piece and len(array(bars["x"])) == state.TOPK
+    assert list(bars["y"])[0] == result.steps[t].piece and len(array(bars["x"])) == TOPK
     names = {json.loads(el.proto.config)["toImageButtonOptions"]["filename"] for el in page.get("plotly_chart")}
     assert names == {chart_filename("reverse", kind, step=t) for kind in ("topk", "cross", "decoder_self")}
     csv_keys = {b.key for b in page.get("download_button")}
@@ -89,7 +101,7 @@ def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_t
 
 
 def test_chart_values_equal_the_step_attention_recomputed_here(page, bundle):
-    text, t = page.session_state[state.TEXT], page.session_state[state.STEP]
+    text, t = shown_input(page), shown_step(page)
     result = greedy_decode(bundle.model, bundle.tokenizer, text)
     cross, own = traced_step_rows(bundle, result.source_ids, [BOS] + result.output_ids[:t])
     found = charts(page)
@@ -102,41 +114,43 @@ def test_chart_values_equal_the_step_attention_recomputed_here(page, bundle):
 
 
 def test_next_prev_first_last_and_slider_move_the_step_and_the_chosen_token(page, bundle):
-    text, t = page.session_state[state.TEXT], page.session_state[state.STEP]
+    text, t = shown_input(page), shown_step(page)
     output = greedy_decode(bundle.model, bundle.tokenizer, text).output_pieces
     assert output[t] != output[t + 1], "pick an example whose neighbouring outputs differ"
     assert chosen_token(page) == output[t]
 
     page.button(key="decode_next").click().run()
-    assert page.session_state[state.STEP] == t + 1 and page.slider(key=state.STEP_SLIDER).value == t + 2
+    assert page.session_state["decode_step"] == t + 2 and shown_step(page) == t + 1
+    assert dict(page.query_params) == {"v": "1", "step": str(t + 2)}
     assert chosen_token(page) == output[t + 1]
     assert array(charts(page)["Decoder self-attention"]["data"][0]["z"]).shape[1] == t + 2
     assert "step " + str(t + 2) in charts(page)["Cross-attention"]["layout"]["title"]["text"]
 
     page.button(key="decode_prev").click().run()
     page.button(key="decode_prev").click().run()
-    assert page.session_state[state.STEP] == t - 1 and chosen_token(page) == output[t - 1]
+    assert shown_step(page) == t - 1 and chosen_token(page) == output[t - 1]
 
     page.button(key="decode_first").click().run()
-    assert page.session_state[state.STEP] == 0 and page.button(key="decode_prev").disabled
+    assert shown_step(page) == 0 and page.button(key="decode_prev").disabled
     page.button(key="decode_last").click().run()
-    assert page.session_state[state.STEP] == len(output) - 1 and page.button(key="decode_next").disabled
+    assert shown_step(page) == len(output) - 1 and page.button(key="decode_next").disabled
     assert chosen_token(page) == "</s>"
 
-    page.slider(key=state.STEP_SLIDER).set_value(3).run()
-    assert page.session_state[state.STEP] == 2 and chosen_token(page) == output[2]
+    page.slider(key=SLIDER).set_value(3).run()
+    assert shown_step(page) == 2 and chosen_token(page) == output[2]
     assert not page.exception
 
 
 def test_forcing_a_token_changes_the_continuation_and_reset_returns_to_greedy(page, bundle):
-    text, t = page.session_state[state.TEXT], page.session_state[state.STEP]
+    text, t = shown_input(page), shown_step(page)
     greedy = greedy_decode(bundle.model, bundle.tokenizer, text)
     other = next(c.id for c in greedy.steps[t].topk if c.id != greedy.output_ids[t])
     page.selectbox(key=f"decode_force_pick_{t}").set_value(other).run()
-    page.button(key="decode_force").click().run()
+    page.button(key="decode_force_it").click().run()
 
     forced = greedy_decode(bundle.model, bundle.tokenizer, text, force={t: other})
-    assert page.session_state[state.FORCED] == {t: other} and page.session_state[state.STEP] == t
+    assert page.session_state["decode_force"] == ((t + 1, other),) and shown_step(page) == t
+    assert page.query_params["force"] == f"{t + 1}:{other}" and page.query_params["step"] == str(t + 1)
     assert forced.output_ids[: t] == greedy.output_ids[: t] and forced.output_ids != greedy.output_ids
     assert chosen_token(page) == bundle.tokenizer.piece(other)
     text_lines = [m.value for m in page.markdown]
@@ -149,13 +163,13 @@ def test_forcing_a_token_changes_the_continuation_and_reset_returns_to_greedy(pa
     assert chosen_token(page) == forced.output_pieces[t + 1]
 
     page.button(key="decode_reset").click().run()
-    assert page.session_state[state.FORCED] == {}
+    assert page.session_state["decode_force"] == () and "force" not in page.query_params
     assert not any(m.value.startswith("**With forcing:**") for m in page.markdown)
     assert not page.exception
 
 
 def test_expected_answer_and_beam_comparison_match_the_library(page, bundle):
-    text = page.session_state[state.TEXT]
+    text = shown_input(page)
     answer = bundle.task.target(text)
     greedy = greedy_decode(bundle.model, bundle.tokenizer, text)
     lines = [m.value for m in page.markdown]
@@ -163,7 +177,7 @@ def test_expected_answer_and_beam_comparison_match_the_library(page, bundle):
     mark = "right" if greedy.output_text == answer else "wrong"
     assert any(line.startswith("**Output:**") and mark in line for line in lines)
 
-    page.segmented_control(key="decode_beam_width").set_value(2).run()
+    page.segmented_control(key="decode_beam_widget").set_value(2).run()
     beam = beam_search(bundle.model, bundle.tokenizer, text, beam=2)
     lines = [m.value for m in page.markdown]
     assert "**Beam search, width 2**" in lines
@@ -173,16 +187,16 @@ def test_expected_answer_and_beam_comparison_match_the_library(page, bundle):
 
 def test_bad_input_shows_a_message_and_the_page_recovers(page):
     for bad, message in (("ABC!", "does not know the character(s) '!', 'A', 'B', 'C'"), ("", "empty"),
-                         ("abc" * 70, "reads at most")):
-        page.text_input(key=state.INPUT_BOX).input(bad).run()
+                         ("abc" * 30, "reads at most")):
+        page.text_input(key=INPUT_BOX).input(bad).run()
         assert not page.exception
         assert any(message in e.value for e in page.error), (bad, [e.value for e in page.error])
         assert not page.get("plotly_chart")
         assert page.title[0].value == "Step-by-step decoding"
-    example = page.button_group(key="decode_examples").options[1]
-    page.button_group(key="decode_examples").set_value(example).run()
-    assert not page.error and page.session_state[state.TEXT] == example
-    assert page.text_input(key=state.INPUT_BOX).value == example
+    example = page.button_group(key=EXAMPLES).options[1]
+    page.button_group(key=EXAMPLES).set_value(example).run()
+    assert not page.error and shown_input(page) == example and page.query_params["input"] == example
+    assert page.text_input(key=INPUT_BOX).value == example
     assert len(page.get("plotly_chart")) == 3
 
 
@@ -195,10 +209,64 @@ def test_a_session_model_of_another_task_brings_its_own_examples(page):
     other = ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "tiny-addition"})
     page.session_state["session_models"] = {"trained:tiny": ("trained", other)}
     page.run()
-    picker = page.selectbox(key="active_model")
+    picker = page.selectbox(key="active_model_widget")
     picker.select_index(picker.options.index("tiny-addition (trained)")).run()
     assert not page.exception
-    assert page.session_state[state.TEXT] == task.examples()[0]
+    assert shown_input(page) == task.examples()[0] and page.query_params["model"] == "trained:tiny"
     cross = charts(page)["Cross-attention"]["data"][0]
     assert array(cross["z"]).shape == (2, len(task.examples()[0]) + 1)
     assert any("Expected" in m.value for m in page.markdown)
+
+
+def linked(query: dict[str, str]):
+    """An AppTest of the decode page opened by a link with `query` as its parameters."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(PAGE)
+    for name, value in query.items():
+        at.query_params[name] = value
+    return at.run()
+
+
+def test_a_link_restores_model_input_step_forcing_and_beam(clean_caches):
+    from transformer.checkpoints import load_bundle as load
+
+    copy = load(REVERSE.with_name("copy.safetensors"))
+    greedy = greedy_decode(copy.model, copy.tokenizer, "hello")
+    other = next(c.id for c in greedy.steps[1].topk if c.id != greedy.output_ids[1])
+    at = linked({"v": "1", "model": "copy", "input": "hello", "step": "2", "force": f"2:{other}", "beam": "2"})
+    assert not at.exception and not at.warning
+    assert at.selectbox(key="active_model_widget").value == "shipped:copy"
+    assert shown_input(at) == "hello" and shown_step(at) == 1
+    assert chosen_token(at) == copy.tokenizer.piece(other)
+    assert at.segmented_control(key="decode_beam_widget").value == 2
+    assert dict(at.query_params) == {"v": "1", "model": "copy", "input": "hello", "step": "2",
+                                     "force": f"2:{other}", "beam": "2"}
+
+
+HOSTILE = [
+    {"model": "nope"}, {"model": "../../etc/passwd"}, {"model": "trained:12345678"},
+    {"input": "x" * 5000}, {"input": "ABC!"}, {"input": "a\x00b"},
+    {"step": "nan"}, {"step": "-3"}, {"step": "99999999999999999999"}, {"step": "1e3"}, {"step": "999"},
+    {"force": "abc"}, {"force": "1:99999"}, {"force": "1:0"}, {"force": "500:5"}, {"force": ",".join(["1:5"] * 99)},
+    {"beam": "5"}, {"beam": "-1"}, {"v": "2", "step": "1"}, {"unknown": "1"}, {"step": "1" * 3000},
+]
+
+
+@needs_reverse
+@pytest.mark.parametrize("query", HOSTILE, ids=lambda q: "&".join(f"{k}={v[:12]!r}" for k, v in q.items()))
+def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
+    at = linked(query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("could not be followed" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.selectbox(key="active_model_widget").value == "shipped:reverse"
+    bundle = load_bundle(REVERSE)
+    example = bundle.task.examples()[0]
+    result = greedy_decode(bundle.model, bundle.tokenizer, example)
+    assert shown_input(at) == example and shown_step(at) == len(result.steps) // 2
+    assert not any(m.value.startswith("**With forcing:**") for m in at.markdown)
+    assert at.segmented_control(key="decode_beam_widget").value == 4
+    assert set(at.query_params) <= {"v"}, dict(at.query_params)  # the URL shows the default view

@@ -18,10 +18,10 @@ PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plot
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.rsplit("/", 1)[-1][:-3])
 def test_page_opens_on_every_shipped_model(app, page):
     at = app(page)
-    picker = at.selectbox(key=registry.ACTIVE)
+    picker = at.selectbox(key="active_model_widget")
     assert len(picker.options) == 6
     for name in picker.options:
-        at.selectbox(key=registry.ACTIVE).select(name).run()
+        at.selectbox(key="active_model_widget").select(name).run()
         assert not at.exception, (name, [e.value for e in at.exception])
         assert not at.error, (name, [e.value for e in at.error])
         assert at.get(PAGES[page]), f"{page} shows no {PAGES[page]} on {name}"

@@ -33,7 +33,9 @@ def render_sidebar() -> None:
             st.error("No model is available: the pretrained checkpoints in assets/checkpoints are missing. "
                      "Train one on the Train live page.")
             return
-        SHARED.view().widget(
+        view = SHARED.view()
+        view.set("model", registry.active_key())  # a model that is gone (removed, or not kept) gives way
+        view.widget(
             "model",
             st.selectbox,
             "Model",

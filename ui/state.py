@@ -28,6 +28,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from .markdown import literal
+
 FORMAT_VERSION = 1
 VERSION_PARAM = "v"
 MAX_PARAM_CHARS = 2000  # longer query values are refused before they are parsed
@@ -231,10 +233,13 @@ def register(table: StateTable) -> StateTable:
     return table
 
 
-def changed(name: str) -> None:
+def changed(name: str, key: str | None = None) -> None:
     """Prop `name` changed (outside `View.set`, e.g. the active model picked on another page): the props
-    of every page that depend on it return to their defaults."""
+    of every page that depend on it return to their defaults. With `key` (its session key), only the pages
+    whose own `name` is that same value (a shared prop) are touched: one page's `layer` leaves another's be."""
     for table in _TABLES.values():
+        if key is not None and (name not in table.by_name or table.key(name) != key):
+            continue
         for prop in table.props:
             if name in prop.depends_on:
                 st.session_state.pop(table.key(prop.name), None)
@@ -269,7 +274,7 @@ class View:
     def set(self, name: str, value: Any) -> None:
         """Change a value; the props that depend on it return to their defaults."""
         if self.get(name) != value:
-            changed(name)
+            changed(name, self.table.key(name))
         st.session_state[self.table.key(name)] = value
 
     def reset(self, name: str) -> None:
@@ -338,11 +343,16 @@ class View:
             st.session_state[self.table.key(name)] = value
         st.session_state[NOTES] = LinkNotes(self.table.page, notes, set(adopted))
 
+    def from_link(self, name: str) -> bool:
+        """Whether prop `name` holds a value set by the link this page was just opened with."""
+        link = self._link_notes()
+        return link is not None and name in link.adopted
+
     def refuse(self, name: str, why: str) -> None:
         """A value the page cannot show (a step past the end, a layer the model lacks): back to the default,
         with a note when the value came from a link."""
         link = self._link_notes()
-        if link is not None and name in link.adopted:
+        if self.from_link(name):
             link.notes.append(f"{name}: {why}")
             link.adopted.discard(name)
         self.reset(name)
@@ -366,15 +376,18 @@ class View:
         """The notes about the link this page was opened with, if any (until the next change)."""
         notes = self.notes()
         if notes:
-            st.warning("This link could not be followed in full: " + "; ".join(notes) + ".",
-                       icon=":material/link_off:")
+            st.warning(literal("This link could not be followed in full: " + "; ".join(notes) + "."),  # a link's
+                       icon=":material/link_off:")  # text (a model name, a key) is never read as markdown
 
     # -- the URL out
-    def params(self) -> dict[str, str]:
-        """The view as query parameters: only values that differ from their defaults, plus the version."""
+    def params(self, values: dict[str, Any] | None = None) -> dict[str, str]:
+        """The view as query parameters: only values that differ from their defaults, plus the version.
+        `values` ({name: value}) stands in for the current state where it names a prop (e.g. the settings
+        of a finished run, for a link that shows it again)."""
+        values = values or {}
         out = {}
         for prop in self.table.props:
-            value = self.get(prop.name)
+            value = values[prop.name] if prop.name in values else self.get(prop.name)
             if prop.url and value is not None and value != prop.default:
                 out[prop.name] = prop.format(value)
         return {VERSION_PARAM: str(FORMAT_VERSION), **out} if out else {}
@@ -387,8 +400,9 @@ class View:
             st.query_params.from_dict(params)
         st.session_state.setdefault(WRITTEN, {})[self.table.page] = params
 
-    def link(self) -> str:
-        """The full link to this view (relative when the browser's address is unknown, as under AppTest)."""
+    def link(self, values: dict[str, Any] | None = None) -> str:
+        """The full link to this view, or to it with `values` (as in `params`); relative when the browser's
+        address is unknown, as under AppTest."""
         base = st.context.url or f"/{self.table.page if self.table.page != 'home' else ''}"
-        query = urlencode(self.params())
+        query = urlencode(self.params(values))
         return f"{base}?{query}" if query else base

@@ -147,7 +147,7 @@ def force_panel(view: View, tokenizer, result: DecodeResult, t: int) -> None:
         st.markdown(f"**Force a different token at step {t + 1}**")
         pick = st.selectbox("Token (most likely first, then the rest of the vocabulary)", order, index=default,
                             format_func=labels.get, key=f"decode_force_pick_{t}")
-        st.button("Force it and decode on", icon=":material/call_split:", key="decode_force", type="primary",
+        st.button("Force it and decode on", icon=":material/call_split:", key="decode_force_it", type="primary",
                   on_click=force, args=(view, t, pick, model_choice))
 
 
@@ -296,6 +296,9 @@ def main() -> None:
     try:
         greedy = decodes.greedy(key, version, text)
     except (TokenizerError, DecodeError) as exc:
+        if view.from_link("input"):  # a link's input the model cannot read: its first example instead
+            view.refuse("input", str(exc))
+            st.rerun()
         st.error(f"This input cannot be decoded: {exc}.", icon=":material/error:")
         st.caption("Pick an example above, or type an input in the model's alphabet.")
         finish(view, notes)
