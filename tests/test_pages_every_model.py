@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from ui import model_registry as registry
 
 # page -> what its default state must show: charts, or the checkpoints page's table of models
 PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plotly_chart",
