@@ -104,7 +104,11 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     pg.locator(".st-key-decode_force_it button").click()  # force the runner-up token at this step
     settle(pg)
     pg.wait_for_function("() => location.search.includes('force=')")
-    link = pg.url
+    pg.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=fresh_server.url)
+    pg.frame_locator("[data-testid=stSidebar] iframe").locator("#copy").click()  # the sidebar's Copy link
+    pg.wait_for_timeout(300)
+    link = pg.evaluate("navigator.clipboard.readText()")
+    assert link == pg.url
     assert "model=copy" in link and "input=hello" in link and "step=" in link and "v=1" in link
     original = view(pg)
     assert "you forced" in original["text"]

@@ -1,4 +1,5 @@
-"""The sidebar every page shares: the active model picker, its model card, and the export format."""
+"""The sidebar every page shares: "Copy link" (the page's URL holds its view), the active model picker, its
+model card, and the export format."""
 
 from __future__ import annotations
 
@@ -8,6 +9,36 @@ from . import model_registry as registry
 from .tables.shared import SHARED
 
 EXPORT_FORMAT = "export_format"
+
+COPY_LINK_HTML = """
+<button id="copy" title="Copy the link to this view: it opens the same view for anyone"><svg width="15"
+  height="15" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2.2" stroke-linecap="round">
+  <path d="M10 13a5 5 0 0 0 7.5.5l3-3a5 5 0 0 0-7-7l-1.7 1.7"/><path d="M14 11a5 5 0 0 0-7.5-.5l-3 3a5 5 0 0 0
+  7 7l1.7-1.7"/></svg> Copy link</button>
+<span id="done"></span>
+<style>
+  body { margin: 0; font-family: "Source Sans Pro", sans-serif; }
+  button { font: inherit; font-size: 15px; padding: 6px 12px; white-space: nowrap; border-radius: 8px; cursor: pointer;
+           border: 1px solid rgba(49, 51, 63, 0.2); background: #fff; color: rgb(49, 51, 63);
+           display: inline-flex; align-items: center; gap: 6px; }
+  button:hover { border-color: #3b5bdb; color: #3b5bdb; }
+  #done { font-size: 13px; color: #2b8a3e; margin-left: 6px; }
+</style>
+<script>
+  // The page's URL holds its whole view (ui/state.py keeps it current), so the link is the address itself.
+  document.getElementById("copy").onclick = async () => {
+    const url = window.parent.location.href;
+    try { await navigator.clipboard.writeText(url); }
+    catch (e) {  // no clipboard API on plain http from another machine: the old way
+      const area = document.createElement("textarea");
+      area.value = url; document.body.appendChild(area); area.select();
+      document.execCommand("copy"); area.remove();
+    }
+    document.getElementById("done").textContent = "copied";
+    setTimeout(() => { document.getElementById("done").textContent = ""; }, 2500);
+  };
+</script>
+"""
 
 
 def model_card_lines(bundle) -> list[str]:
@@ -28,6 +59,7 @@ def model_card_lines(bundle) -> list[str]:
 def render_sidebar() -> None:
     entries = registry.entries()
     with st.sidebar:
+        st.iframe(COPY_LINK_HTML, height=42)
         st.subheader("Active model")
         if not entries:
             st.error("No model is available: the pretrained checkpoints in assets/checkpoints are missing. "
