@@ -1,10 +1,14 @@
 """Entry files for Streamlit's legacy `pages/` mode.
 
-On a fresh server, Streamlit's very first script run still uses the legacy multipage mode (because a
-`pages/` folder exists) until app.py's st.navigation switches it off. That run looks the requested URL
-up among the .py files directly inside pages/; finding none, it showed a "Page not found" dialog before
-app.py rendered the right page anyway. Each file pages/<url_path>.py therefore just runs app.py, which
-takes over with the real navigation. tests/test_app_frame.py checks every page URL has one.
+The project keeps its page scripts under a top-level folder that must be named `pages` (the task's layout),
+and a folder of that name switches Streamlit into its first, folder-based multipage mode. With
+`st.navigation` in app.py, a fresh server's very first script run still resolves the requested URL among
+the .py files directly inside pages/ (streamlit/streamlit#9992, "Page not found" modal on first load of a
+non-default page; #9624, deep links on first load; the graceful-degradation note in PR #10276). Finding
+none, it showed a "Page not found" dialog before app.py rendered the right page anyway. Each file
+pages/<url_path>.py therefore just runs app.py, which takes over with the real navigation; the page scripts
+themselves live one level down (pages/<group>/), where the legacy mode never looks.
+tests/test_app_frame.py checks every page URL has one.
 """
 
 from __future__ import annotations
