@@ -2,7 +2,7 @@
 
 Builds a 3-layer x 8-head grid of 17x17 attention matrices two ways, in the same run:
   tiled        transformer.charts.head_grid: one heatmap trace, NaN gutters between tiles
-  subplots     the peer: plotly make_subplots, one heatmap per head (what DESIGN.md measured at 70-230 ms)
+  subplots     the peer: plotly make_subplots, one heatmap per head (measured at 70-230 ms when the project started)
 and reports build time (median ms), JSON size, and, when Chromium and Playwright are here, the time
 Plotly.newPlot takes to paint each in a real headless browser. Then the cost of server-side export through
 kaleido: its first call (browser start included) and each image after.

@@ -1,6 +1,6 @@
 """Pure plotly figure builders: arrays in, `plotly.graph_objects.Figure` out. No streamlit, no torch needed.
 
-Conventions (DESIGN.md "Chart conventions"): queries on rows, keys on columns, labelled "03 e" by
+Conventions (docs/ARCHITECTURE.md, "Chart conventions"): queries on rows, keys on columns, labelled "03 e" by
 `token_labels`; weights on a fixed 0..1 colour-blind-safe scale; hover shows query, key and value; every
 figure carries a title; rows run top to bottom in token order.
 """
