@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -16,6 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 needs_reverse = pytest.mark.skipif(not REVERSE.is_file(), reason=f"the shipped model {REVERSE} is missing")
 ARTIFACTS = ROOT / "test-artifacts"
+# Models trained or uploaded by the tests (and the servers they start) go to a store of their own, not the
+# repository's .model_store/; the app reads this when it is first imported.
+os.environ.setdefault("AP_MODEL_STORE", tempfile.mkdtemp(prefix="ap-test-store-"))
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -270,3 +270,25 @@ def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
     assert not any(m.value.startswith("**With forcing:**") for m in at.markdown)
     assert at.segmented_control(key="decode_beam_widget").value == 4
     assert set(at.query_params) <= {"v"}, dict(at.query_params)  # the URL shows the default view
+
+
+def test_a_link_to_a_kept_model_brings_it_back_in_a_new_session_and_a_lost_one_says_so(clean_caches, tmp_path):
+    from ui import model_registry as registry
+
+    task = make_task("addition", max_digits=2)
+    torch.manual_seed(0)
+    tokenizer = task.make_tokenizer()
+    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, max_len=12, d_model=16,
+                         n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1)
+    model_id = registry.STORE.put(ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "kept"}))
+    at = linked({"v": "1", "model": f"trained:{model_id}", "input": "12+34"})  # a new session, as after a restart
+    assert not at.exception and not at.warning
+    assert at.selectbox(key="active_model_widget").value == f"trained:{model_id}"
+    assert shown_input(at) == "12+34" and array(charts(at)["Cross-attention"]["data"][0]["z"]).shape[0] == 2
+    assert any("Kept on this server" in c.value for c in at.sidebar.caption)
+
+    (registry.STORE.folder / f"{model_id}.safetensors").unlink()  # evicted meanwhile
+    lost = linked({"v": "1", "model": f"trained:{model_id}"})
+    assert not lost.exception
+    assert any("no longer kept" in w.value for w in lost.warning)
+    assert lost.selectbox(key="active_model_widget").value == "shipped:reverse"

@@ -1,5 +1,9 @@
 """The models a session can use: shipped checkpoints (cached, shared read-only by every session) and
-models trained or uploaded in this session. One of them is active; every page uses the active one."""
+models trained or uploaded in this session. One of them is active; every page uses the active one.
+
+A trained or uploaded model is also kept in the server's model store (`transformer.model_store`) under an
+unguessable id, which is its key (`trained:<id>`): a reload, a link or a restarted server finds it there for
+as long as the store keeps it."""
 
 from __future__ import annotations
 
@@ -11,10 +15,14 @@ import streamlit as st
 
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
+from transformer.model_store import ModelStore, StoreError
 
 from . import state
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "assets" / "checkpoints"
+STORE = ModelStore.from_env(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
+ORIGINS = ("trained", "uploaded")
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
@@ -84,9 +92,35 @@ def bundle_for(key: str) -> ModelBundle:
     return _session_models()[key][1]
 
 
+def adopt_kept(key: str) -> str | None:
+    """Make a kept model (`trained:<id>` from a link or a reload) one of this session's models. Returns
+    None when it is now available, else why not."""
+    origin, _, model_id = key.partition(":")
+    if key in _session_models():
+        return None
+    if origin not in ORIGINS:
+        return "it is not a model on this server"
+    try:
+        bundle = STORE.get(model_id)
+    except StoreError as exc:
+        return str(exc)
+    _session_models()[key] = (origin, bundle)
+    return None
+
+
+def kept_for(key: str) -> float | None:
+    """Seconds a trained or uploaded model stays kept if it is not used again (None: not kept)."""
+    origin, _, model_id = key.partition(":")
+    return STORE.expires_in(model_id) if origin in ORIGINS else None
+
+
 def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -> str:
-    """Keep a trained or uploaded model for this session; returns its entry key."""
-    key = f"{origin}:{uuid.uuid4().hex[:8]}"
+    """Keep a trained or uploaded model for this session and in the server's store; returns its entry key.
+    A store that cannot write (a full or read-only disk) still leaves the model to this session."""
+    try:
+        key = f"{origin}:{STORE.put(bundle)}"
+    except OSError:
+        key = f"{origin}:{uuid.uuid4().hex[:8]}"
     _session_models()[key] = (origin, bundle)
     if activate:
         set_active(key)

@@ -75,9 +75,13 @@ def render_sidebar() -> None:
             format_func=lambda k: entries[k].label,
             to_widget=lambda _: registry.active_key(),
             help="Every page uses this model. Pretrained models ship with the app; models you train or "
-            "upload are added here for this browser session.",
+            "upload are added here and kept on the server, so a link to them works for others too.",
         )
         bundle = registry.active_bundle()
+        kept = registry.kept_for(registry.active_key())
+        if kept is not None:
+            st.caption(f":material/schedule: Kept on this server for {kept / 86400:.0f} more day(s) after its "
+                       "last use; download it from the Checkpoints page to keep it for good.")
         st.markdown("  \n".join(model_card_lines(bundle)))
         st.divider()
         st.radio(

@@ -14,11 +14,12 @@ class ModelProp(Prop):
 
     def parse(self, raw: str) -> str:
         key = raw if ":" in raw else f"shipped:{raw}"
-        if key not in registry.entries():
+        why = None if key in registry.entries() else registry.adopt_kept(key)
+        if why is not None:
             active = registry.entries().get(registry.active_key())
             instead = f"; showing {active.label} instead" if active is not None else ""
-            raise LinkError(f"“{raw[:60]}” is not a model on this server (models trained or uploaded in another "
-                            f"session, or on another server, are not kept here){instead}")
+            raise LinkError(f"“{raw[:60]}”: {why} (a model trained on another server, or removed from this "
+                            f"one's store, can be trained again from its Train page link){instead}")
         return key
 
     def format(self, value: str) -> str:
