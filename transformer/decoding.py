@@ -40,8 +40,8 @@ def greedy_batch(model: EncoderDecoder, src: torch.Tensor, max_len: int, memory:
     src_mask = padding_mask(src)
     memory = model.encode(src, src_mask) if memory is None else memory
     cache = DecoderCache()
-    token = torch.full((src.size(0), 1), BOS, dtype=torch.long)
-    done = torch.zeros(src.size(0), dtype=torch.bool)
+    token = torch.full((src.size(0), 1), BOS, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     out = []
     for _ in range(max_len):
         hidden = model.decode(memory, src_mask, token, cache=cache)

@@ -71,9 +71,11 @@ def evaluate_pairs(
     model.eval()
     hits = tokens = exact = 0
     loss_sum = 0.0
+    device = next(model.parameters()).device  # a Trainer's model may live on a GPU (TrainConfig.device)
     try:
         for start in range(0, len(pairs), EVAL_CHUNK):
             src, tgt = encode_pairs(tokenizer, pairs[start : start + EVAL_CHUNK])
+            src, tgt = src.to(device), tgt.to(device)
             gold = tgt[:, 1:]
             memory = model.encode(src, padding_mask(src))  # shared by the teacher-forced and greedy passes
             logits = teacher_forced_logits(model, src, tgt, memory)

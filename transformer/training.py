@@ -17,6 +17,7 @@ from torch import nn
 
 from .bundle import ModelBundle
 from .config import ModelConfig, check_bounds
+from .devices import resolve_device
 from .evaluation import evaluate_pairs, teacher_forced_logits
 from .model import EncoderDecoder
 from .special_tokens import PAD
@@ -56,6 +57,8 @@ class TrainConfig:
     clip = 0 turns gradient clipping off. The learning rate rises linearly over `warmup` steps, then
     falls linearly to 2% of `lr` at `steps`. Evaluation runs every `eval_every` steps on `eval_samples` held-out pairs;
     a result at or above a target is confirmed on `confirm_samples` pairs before training stops.
+    device: "auto" (CUDA when available, else the CPU), "cpu" or "cuda" (transformer.devices); settings saved
+    before it existed load as "auto".
     """
 
     task: str = "reverse"
@@ -72,6 +75,7 @@ class TrainConfig:
     eval_every: int = 50
     eval_samples: int = 200
     confirm_samples: int = 1000
+    device: str = "auto"
 
     def validate(self) -> "TrainConfig":
         """Raise ValueError naming the first absurd value; return self when all is well."""
@@ -81,6 +85,7 @@ class TrainConfig:
         if not isinstance(self.task_params, dict):
             raise ValueError(f"task_params must be a dict, got {self.task_params!r}")
         make_task(self.task, **self.task_params)  # TaskError (a ValueError) names a bad task or parameter
+        resolve_device(self.device)  # ValueError for an unknown name, or "cuda" without CUDA
         return self
 
     def to_dict(self) -> dict:
@@ -125,6 +130,10 @@ class Trainer:
             torch.manual_seed(train.seed)
             self.model = EncoderDecoder(model_config)
             self._rng_state = torch.get_rng_state()  # dropout draws from it, kept apart from other users
+        # Built on the CPU above (the same weights on every device), then moved. On CUDA, dropout draws from
+        # the CUDA generator rather than _rng_state: runs with dropout repeat exactly on the CPU only.
+        self.device = resolve_device(train.device)
+        self.model.to(self.device)
         self.batches = torch.Generator().manual_seed(train.seed)
         self.optimizer = OPTIMIZERS[train.optimizer](
             self.model.parameters(), lr=train.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=train.weight_decay,
@@ -145,6 +154,7 @@ class Trainer:
         if not self.model.training:  # train() walks every module: ~0.5 ms, so only when needed
             self.model.train()
         src, tgt = self.task.batch(self.config.batch_size, self.batches, self.tokenizer)
+        src, tgt = src.to(self.device), tgt.to(self.device)  # no copy on the CPU
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self._rng_state)
             logits = teacher_forced_logits(self.model, src, tgt)  # logits: CrossEntropyLoss applies log-softmax
@@ -193,8 +203,8 @@ class Trainer:
         return self.evaluate(max(self.config.confirm_samples, metrics["samples"]))["exact_match"] >= target
 
     def bundle(self, name: str | None = None) -> ModelBundle:
-        """A ModelBundle holding a deep copy of the current model (eval mode) and its model card."""
-        model = copy.deepcopy(self.model).eval()
+        """A ModelBundle holding a deep copy of the current model (eval mode, on the CPU) and its model card."""
+        model = copy.deepcopy(self.model).to("cpu").eval()
         latest = self.history[-1] if self.history else {}
         card = {
             "name": name or f"{self.task.name}-{self.step_count}",
