@@ -76,14 +76,17 @@ def bundle():
 
 @pytest.fixture
 def clean_caches():
-    """Streamlit caches outlive an AppTest instance: start and end each app test with them empty."""
+    """Streamlit's caches and the app's decode cache outlive an AppTest instance: start and end each app test
+    with them empty."""
     import streamlit as st
 
-    st.cache_data.clear()
-    st.cache_resource.clear()
+    from ui import decodes
+
+    for clear in (st.cache_data.clear, st.cache_resource.clear, decodes.clear):
+        clear()
     yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
+    for clear in (st.cache_data.clear, st.cache_resource.clear, decodes.clear):
+        clear()
 
 
 @pytest.fixture

@@ -1,14 +1,23 @@
 """The decodes the pages show, computed once per (model, model version, input, options).
 
-Every result is shared read-only by every session (`st.cache_resource`: a hit hands back the same object,
-with no copy; pages never mutate one). A model is named by its registry key and `registry.version(key)`, so a
-replaced shipped checkpoint computes afresh. The library's ValueErrors (TokenizerError, DecodeError) pass
-through to the page, which says what is wrong with the input.
+Every result is shared read-only by every session (a hit hands back the same object, with no copy; pages
+never mutate one) from one server-wide cache bounded in bytes, not entries: a traced decode of a large model
+holds every step's attention, so 64 entries of a big model could hold gigabytes. The least recently used
+results go first once the cache passes AP_DECODE_CACHE_MB (default 256). A model is named by its registry
+key and `registry.version(key)`, so a replaced shipped checkpoint computes afresh. The library's ValueErrors
+(TokenizerError, DecodeError) pass through to the page, which says what is wrong with the input.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import threading
+
+import cachetools
+import numpy as np
 import streamlit as st
+import torch
 
 from transformer.attention_maps import AttentionMap, attention_maps
 from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
@@ -16,23 +25,77 @@ from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_d
 from . import model_registry as registry
 
 TOPK = 5  # next-token candidates recorded at each step
+CACHE_BYTES = int(float(os.environ.get("AP_DECODE_CACHE_MB", 256)) * 2**20)
 
 
-@st.cache_resource(max_entries=64, show_spinner="Decoding…")
-def greedy(key: str, version: int, text: str, forced: tuple[tuple[int, int], ...] = (),
-           positions: bool = True) -> DecodeResult:
-    """Traced greedy decode of `text`, with `forced` (0-based step, token id) pairs and positions on or off."""
+def nbytes(value) -> int:
+    """Bytes of the arrays a result holds (tensors and numpy arrays, through lists, dicts and dataclasses);
+    everything else counts a token 256 bytes."""
+    if isinstance(value, torch.Tensor):
+        return value.nelement() * value.element_size()
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, list | tuple):
+        return 256 + sum(nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return 256 + sum(nbytes(v) for v in value.values())
+    if dataclasses.is_dataclass(value):
+        return 256 + sum(nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return 256
+
+
+_cache = cachetools.LRUCache(maxsize=CACHE_BYTES, getsizeof=nbytes)
+_lock = threading.Lock()
+
+
+def _memo(kind: str, compute, *args):
+    """`compute(*args)`, from the cache when it holds the result of the same kind and arguments. A result
+    larger than the whole budget is handed back but not kept."""
+    key = (kind, *args)
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    value = compute(*args)
+    with _lock:
+        try:
+            _cache[key] = value
+        except ValueError:  # cachetools: the value alone exceeds the budget
+            pass
+    return value
+
+
+def _greedy(key: str, version: int, text: str, forced: tuple, positions: bool) -> DecodeResult:
     bundle = registry.bundle_for(key)
     return greedy_decode(bundle.model, bundle.tokenizer, text, k=TOPK, force=dict(forced), positions=positions)
 
 
-@st.cache_resource(max_entries=64, show_spinner="Beam search…")
-def beam(key: str, version: int, text: str, width: int) -> BeamResult:
+def greedy(key: str, version: int, text: str, forced: tuple[tuple[int, int], ...] = (),
+           positions: bool = True) -> DecodeResult:
+    """Traced greedy decode of `text`, with `forced` (0-based step, token id) pairs and positions on or off."""
+    with st.spinner("Decoding…"):  # shown only when it takes longer than half a second
+        return _memo("greedy", _greedy, key, version, text, forced, positions)
+
+
+def _beam(key: str, version: int, text: str, width: int) -> BeamResult:
     bundle = registry.bundle_for(key)
     return beam_search(bundle.model, bundle.tokenizer, text, beam=width)
 
 
-@st.cache_resource(max_entries=64, show_spinner="Reading the attention…")
+def beam(key: str, version: int, text: str, width: int) -> BeamResult:
+    return _memo("beam", _beam, key, version, text, width)
+
+
+def _maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
+    return attention_maps(greedy(key, version, text), registry.bundle_for(key).task, text)
+
+
 def maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
     """Every kind of attention of the greedy decode of `text`, with labels and the task's alignment."""
-    return attention_maps(greedy(key, version, text), registry.bundle_for(key).task, text)
+    return _memo("maps", _maps, key, version, text)
+
+
+def clear() -> None:
+    """Empty the cache (tests: it outlives an AppTest, like Streamlit's own caches)."""
+    with _lock:
+        _cache.clear()
