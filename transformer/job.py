@@ -2,6 +2,10 @@
 step(n), a lock-protected snapshot), with a per-process cap on live jobs.
 
 Nothing here imports streamlit; a page drives a TrainingJob and polls `snapshot()`.
+
+A thread shares its interpreter with whatever else the process does. TrainingJob stays for notebooks, the CLI
+and scripts; the Streamlit app uses transformer.worker.ProcessJob (the same API, each run in a worker
+process of its own, with a per-server queue: transformer.capacity).
 """
 
 from __future__ import annotations
@@ -154,6 +158,12 @@ class TrainingJob:
         """Tell the job its page is still open (see idle_timeout)."""
         with self._state:
             self._heartbeat = time.monotonic()
+
+    def set_probe_text(self, text: str) -> None:
+        """Probe `text` from the next probe on (for a probe with a `text` attribute, like transformer.probe's
+        Probe). ProcessJob has the same method; there the probe lives in the worker process."""
+        if hasattr(self.probe, "text"):
+            self.probe.text = text  # assigning a str is atomic: the training thread reads it at its next probe
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end; True when it has (or never started)."""
