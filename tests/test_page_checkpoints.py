@@ -1,5 +1,6 @@
 """Checkpoints page (AppTest): the model table, cards, activation, evaluation, removal, uploads good and
-hostile; and the shared cached models staying read-only whatever a session does with them."""
+hostile (file names shown literally); links that restore the view or cannot be followed; and the shared
+cached models staying read-only whatever a session does with them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import pickle
 import random
+import re
 import struct
 import tomllib
 from pathlib import Path
@@ -20,6 +22,9 @@ import torch
 from conftest import REVERSE, ROOT, Payload, needs_reverse
 from ui import model_registry as registry
 from ui import uploads
+from ui.markdown import WORD_JOINER, literal, plain
+from ui.tables.checkpoints import CHECKPOINTS
+from ui.tables.decode import DECODE
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import bundle_metadata, list_checkpoints, load_bundle
 from transformer.config import ModelConfig
@@ -30,6 +35,10 @@ from transformer.tasks import make_task
 
 PAGE = "pages/models/checkpoints.py"
 DEFAULT = "shipped:reverse"
+VIEW = CHECKPOINTS.view()
+INSPECT, SAMPLES, SEED = (VIEW.widget_key(name) for name in ("inspect", "samples", "seed"))
+INJECTION = "**bold**![x](http://example.invalid/x.png)"  # a file name that must not render (issue 11)
+MARKUP = "**bold** ![x](x.png) <img src=x> :red[r] `c` $x$"  # the same without a "/" (a model takes the last part)
 
 pytestmark = needs_reverse
 
@@ -38,14 +47,23 @@ pytestmark = needs_reverse
 
 
 def errors(at) -> list[str]:
-    return [e.value for e in at.error]
+    """The error messages as the reader sees them (they are literal markdown: see shown_literally)."""
+    return [plain(e.value) for e in at.error]
+
+
+def shown_literally(markdown: str) -> bool:
+    """Whether `markdown` shows its text exactly as written: every ASCII punctuation mark escaped, no bare URL
+    or e-mail address left for the autolinker."""
+    unescaped = re.sub(r"\\[!-/:-@\[-`{-~]", "", markdown)
+    return (not re.search(r"[!-/:-@\[-`{-~]", unescaped)
+            and not re.search(r"(?i)://|www\.|@(?!" + WORD_JOINER + ")", markdown.replace("\\", "")))
 
 
 def session_keys(at) -> list[str]:
     return list(at.session_state[registry.SESSION_MODELS]) if registry.SESSION_MODELS in at.session_state else []
 
 
-def upload(at, name: str, data: bytes, key: str = "ckpt_upload"):
+def upload(at, name: str, data: bytes, key: str = uploads.FILE):
     at.file_uploader(key=key).upload(name, data).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -53,6 +71,17 @@ def upload(at, name: str, data: bytes, key: str = "ckpt_upload"):
 
 def table(at):
     return at.dataframe[0].value
+
+
+def linked(page: str = PAGE, **query: str):
+    """An AppTest of `page` opened by a link with `query` (as a fresh session would open it)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(page)
+    for name, value in query.items():
+        at.query_params[name] = value
+    return at.run()
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +162,8 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
         assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 2**20)
         assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
-    assert at.selectbox(key="ckpt_inspect").value == DEFAULT
+    assert at.selectbox(key=INSPECT).value == DEFAULT
+    assert not at.query_params  # the default view has a bare URL
     card = "\n".join(m.value for m in at.markdown)
     reverse = load_bundle(REVERSE)
     assert f"**Tokenizer:** char, {reverse.tokenizer.vocab_size} tokens" in card
@@ -151,21 +181,21 @@ def test_upload_limit_matches_the_server_cap():
 def test_good_upload_is_added_once_and_becomes_active(app, reverse_bytes):
     at = upload(app(PAGE), "my_reverse.safetensors", reverse_bytes)
     assert not errors(at)
-    assert "loaded as “my_reverse”" in at.success[0].value
+    assert "loaded as “my_reverse”" in plain(at.success[0].value)
     (key,) = session_keys(at)
     assert key.startswith("uploaded:")
     assert at.session_state[registry.ACTIVE] == key and at.sidebar.selectbox[0].value == key
     shown = table(at)
     assert list(shown.index)[-1] == key and shown.loc[key, "Model"] == "my_reverse"
     assert shown.loc[key, "Active"] and not shown.loc[DEFAULT, "Active"]
-    assert at.selectbox(key="ckpt_inspect").value == key  # its card is shown
+    assert at.selectbox(key=INSPECT).value == key  # its card is shown
     uploaded = at.session_state[registry.SESSION_MODELS][key][1]
     reference = load_bundle(REVERSE)
     assert all(torch.equal(a, b) for a, b in zip(uploaded.model.state_dict().values(),
                                                   reference.model.state_dict().values()))
     at.run()
     at.run()  # reruns, and a metadata file added beside a .safetensors, do not add it again
-    upload(at, "meta.json", b"{}", key="ckpt_upload_config")
+    upload(at, "meta.json", b"{}", key=uploads.METADATA)
     assert session_keys(at) == [key] and at.session_state[registry.ACTIVE] == key and not errors(at)
 
 
@@ -221,7 +251,7 @@ def test_pt_uploads_with_metadata_inside_or_beside(app, tiny):
     at = upload(at, "bare.pt", saved(tiny.model.state_dict()))
     assert "bare state dict" in errors(at)[0] and len(session_keys(at)) == 1
     sidecar = {k: meta[k] for k in ("config", "tokenizer", "task")}
-    at = upload(at, "bare.json", json.dumps(sidecar).encode(), key="ckpt_upload_config")
+    at = upload(at, "bare.json", json.dumps(sidecar).encode(), key=uploads.METADATA)
     assert not errors(at) and len(session_keys(at)) == 2
     key = at.session_state[registry.ACTIVE]
     assert table(at).loc[key, "Model"] == "bare" and table(at).loc[key, "Task"] == tiny.task.title
@@ -230,32 +260,104 @@ def test_pt_uploads_with_metadata_inside_or_beside(app, tiny):
                                                   tiny.model.state_dict().values()))
 
 
+def test_a_hostile_file_name_is_shown_literally_never_as_markdown(app, reverse_bytes):
+    """Issue 11: a file named like markdown (bold, an image that would fetch its URL) shows as written, in
+    the outcome, the model picker, the sidebar and the table; refused or accepted."""
+    at = upload(app(PAGE), f"{INJECTION}.pt", b"not a checkpoint")
+    (message,) = [e.value for e in at.error]
+    assert shown_literally(message) and f"“{INJECTION}.pt” was refused" in plain(message)
+    for name in (f"{INJECTION}.safetensors", f"{MARKUP}.safetensors"):
+        at = upload(at, name, reverse_bytes)
+        (message,) = [s.value for s in at.success]
+        model = Path(name).stem  # "x.png)" for INJECTION: its "folders" are not part of the model's name
+        assert shown_literally(message) and f"“{name}” loaded as “{model}”" in plain(message)
+    key = session_keys(at)[-1]
+    label = f"{MARKUP} (uploaded)"  # selectbox options and dataframe cells are plain text, not markdown
+    assert at.sidebar.selectbox[0].value == key and label in at.sidebar.selectbox[0].options
+    assert at.selectbox(key=INSPECT).value == key and label in at.selectbox(key=INSPECT).options
+    assert table(at).loc[key, "Model"] == MARKUP
+    shown = [e.value for kind in (at.markdown, at.caption, at.success, at.error, at.warning) for e in kind]
+    assert not any(text in value for value in shown for text in (INJECTION, MARKUP))  # never raw
+
+
+@pytest.mark.parametrize("text", [INJECTION, "a`b`` :smile: :red[x] $x$ <img src=x> www.x.org a@b.co \\ #1\n- li",
+                                  "tensor 'x' is float32 [3, 5]", "", "ordinary words"])
+def test_literal_markdown_round_trips_and_escapes_everything(text):
+    shown = literal(text)
+    assert shown_literally(shown) and plain(shown) == " ".join(text.splitlines())
+    assert literal("ordinary words") == "ordinary words"
+
+
+# ------------------------------------------------------------------------------------------------- links
+
+
+def test_a_link_restores_the_active_and_inspected_models_and_the_evaluation_settings(clean_caches):
+    query = {"v": "1", "model": "copy", "inspect": "reverse", "samples": "60", "seed": "11"}
+    at = linked(**query)
+    assert not at.exception and not at.warning
+    assert at.sidebar.selectbox[0].value == "shipped:copy" and at.selectbox(key=INSPECT).value == DEFAULT
+    assert at.number_input(key=SAMPLES).value == 60 and at.number_input(key=SEED).value == 11
+    assert table(at).loc["shipped:copy", "Active"]
+    assert not at.metric  # a link never starts an evaluation (2,000 inputs take seconds): Evaluate is ready
+    assert any(c.value.startswith("Press Evaluate to measure this model on 60 held-out inputs drawn with seed 11")
+               for c in at.caption)
+    assert dict(at.query_params) == query
+    at.button(key="ckpt_evaluate").click().run()
+    expected = evaluate_bundle(load_bundle(REVERSE), 60, 11)  # the inspected model, not the active one
+    assert {m.label: m.value for m in at.metric}["Exact match"] == f"{expected['exact_match']:.1%}"
+    assert dict(at.query_params) == query
+
+
+HOSTILE_LINKS = [
+    {"model": "nope"}, {"model": "../../etc/passwd"}, {"model": "trained:12345678"},
+    {"inspect": "nope"}, {"inspect": "uploaded:deadbeef"}, {"inspect": "x" * 5000}, {"inspect": "a\x00b"},
+    {"inspect": INJECTION}, {"samples": "nan"}, {"samples": "-3"}, {"samples": "5"}, {"samples": "2001"},
+    {"samples": "99999999999999999999"}, {"samples": "1e3"}, {"seed": "-1"}, {"seed": str(2**31)},
+    {"seed": "abc"}, {"seed": "inf"}, {"v": "2", "samples": "60"}, {"unknown": "1"}, {INJECTION: "1"},
+    {"evaluations": "1"}, {"table_version": "3"},
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE_LINKS, ids=lambda q: "&".join(f"{k[:12]}={v[:12]!r}" for k, v in q.items()))
+def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
+    at = linked(**query)
+    assert not at.exception, [e.value for e in at.exception]
+    (note,) = [w.value for w in at.warning]
+    assert "could not be followed" in note and shown_literally(note), note  # a link's text never renders
+    assert at.session_state[registry.ACTIVE] == DEFAULT and at.sidebar.selectbox[0].value == DEFAULT
+    assert at.selectbox(key=INSPECT).value == DEFAULT
+    assert at.number_input(key=SAMPLES).value == 500 and at.number_input(key=SEED).value == 7
+    assert not at.metric and session_keys(at) == []
+    assert set(at.query_params) <= {"v"}, dict(at.query_params)  # the URL shows the default view
+
+
 # ---------------------------------------------------------------------------------- card and actions
 
 
 def test_make_active_and_remove(app, reverse_bytes):
     at = upload(app(PAGE), "second.safetensors", reverse_bytes)
     (key,) = session_keys(at)
-    at.selectbox(key="ckpt_inspect").set_value(DEFAULT).run()
+    at.selectbox(key=INSPECT).set_value(DEFAULT).run()
     assert at.button(key="ckpt_remove").disabled  # pretrained models stay
     at.button(key="ckpt_activate").click().run()
     assert at.session_state[registry.ACTIVE] == DEFAULT and at.sidebar.selectbox[0].value == DEFAULT
     assert at.button(key="ckpt_activate").disabled
-    at.selectbox(key="ckpt_inspect").set_value(key).run()
+    at.selectbox(key=INSPECT).set_value(key).run()
     at.button(key="ckpt_activate").click().run()
     assert at.sidebar.selectbox[0].value == key and table(at).loc[key, "Active"]
     at.button(key="ckpt_remove").click().run()
     assert not at.exception
     assert session_keys(at) == [] and key not in table(at).index
-    assert at.sidebar.selectbox[0].value == DEFAULT and at.selectbox(key="ckpt_inspect").value == DEFAULT
+    assert at.sidebar.selectbox[0].value == DEFAULT and at.selectbox(key=INSPECT).value == DEFAULT
 
 
 def test_evaluation_matches_the_library_and_shows_worked_examples(app):
     at = app(PAGE)
-    at.number_input(key="ckpt_eval_samples").set_value(60)
-    at.number_input(key="ckpt_eval_seed").set_value(11)
+    at.number_input(key=SAMPLES).set_value(60)
+    at.number_input(key=SEED).set_value(11)
     at.button(key="ckpt_evaluate").click().run()
     assert not at.exception
+    assert dict(at.query_params) == {"v": "1", "samples": "60", "seed": "11"}
     bundle = load_bundle(REVERSE)
     expected = evaluate_bundle(bundle, 60, 11)
     metrics = {m.label: m.value for m in at.metric}
@@ -269,9 +371,9 @@ def test_evaluation_matches_the_library_and_shows_worked_examples(app):
     wrong = [a for a in answers if a[2] != a[1]][:4]
     right = [a for a in answers if a[2] == a[1]][:4]
     assert list(shown.iloc[:, 0]) == ["✗"] * len(wrong) + ["✓"] * len(right)
-    assert list(shown["Input"]) == [source for source, _, _ in wrong + right]
-    assert list(shown["Expected"]) == [target for _, target, _ in wrong + right]
-    assert list(shown["Model wrote"]) == [wrote or "(nothing)" for _, _, wrote in wrong + right]
+    assert list(shown["Input"]) == [literal(source) for source, _, _ in wrong + right]  # st.table reads markdown
+    assert list(shown["Expected"]) == [literal(target) for _, target, _ in wrong + right]
+    assert list(shown["Model wrote"]) == [literal(wrote) if wrote else "(nothing)" for _, _, wrote in wrong + right]
     assert any(c.value.startswith("60 held-out inputs drawn with seed 11") for c in at.caption)
 
 
@@ -303,17 +405,16 @@ def test_a_sessions_work_never_changes_the_shared_cached_model(app):
     and evaluating, in one session or directly, leave its weights and flags exactly as they were."""
     from streamlit.testing.v1 import AppTest
 
-    decoding = app("pages/explore/decode.py")
     shared = registry.bundle_for(DEFAULT)
     before = snapshot(shared)
-    decoding.button(key="decode_force").click().run()  # one session forces a token
-    assert not decoding.exception and decoding.session_state["decode_forced"]
+    text, tok = shared.task.examples()[0], shared.tokenizer
+    decoding = linked("pages/explore/decode.py", force=f"1:{tok.encode('z')[0]}")  # one session forces a token
+    assert not decoding.exception and decoding.session_state[DECODE.key("force")]
     probes = [AppTest.from_function(probe_session, default_timeout=60).run() for _ in range(2)]
     assert [p.session_state["bundle_id"] for p in probes] == [id(shared)] * 2
     evaluating = app(PAGE)  # another session evaluates the same model
     evaluating.button(key="ckpt_evaluate").click().run()
     assert not evaluating.exception
-    text, tok = decoding.session_state["decode_text"], shared.tokenizer
     greedy_decode(shared.model, tok, text, force={0: tok.encode("z")[0]}, positions=False)
     teacher_forced(shared.model, tok, text, shared.task.target(text), causal=False)
     evaluate_bundle(shared, 20, 3)

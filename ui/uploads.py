@@ -1,5 +1,8 @@
 """Uploaded checkpoints: every file is untrusted. A refused file changes nothing (the active model stays);
-an accepted one joins this session's models and becomes active. Each upload is handled once."""
+an accepted one joins this session's models and becomes active. Each upload is handled once.
+
+Outcome messages are plain text that names the file and may quote it (a tensor name, a config key): show them
+through `ui.markdown.literal`, never as markdown."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ UPLOAD_LIMIT_MB = 20  # the same as server.maxUploadSize in .streamlit/config.to
 UPLOAD_LIMIT = UPLOAD_LIMIT_MB * 2**20
 CHECKPOINT_TYPES = ["safetensors", "pt"]
 MAX_UPLOADED_MODELS = 8  # per session: each one is held in this server's memory until the tab closes
-OUTCOME = "upload_outcome"  # session_state: the outcome of the last upload handled
+OUTCOME = "upload_outcome"  # session_state: the outcome of the last upload handled (not view state)
+FILE, METADATA = "ckpt_upload", "ckpt_upload_config"  # the checkpoints page's two file uploaders (widget keys)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,11 @@ def handle(file, config_file=None) -> UploadOutcome | None:
     outcome = add_upload(file.name, file.getvalue(), config_file.getvalue() if use_config else None, upload_id)
     st.session_state[OUTCOME] = outcome
     return outcome
+
+
+def handle_widgets() -> UploadOutcome | None:
+    """`handle` what the checkpoints page's two uploaders (keys FILE and METADATA) hold."""
+    return handle(st.session_state.get(FILE), st.session_state.get(METADATA))
 
 
 def shown_outcome(file) -> UploadOutcome | None:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from ui import model_registry as registry
 from ui import uploads
+from ui.markdown import literal
 from ui.sidebar import model_card_lines
+from ui.state import View
+from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
+from ui.widgets import finish, header
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
 from transformer.eval_examples import Example, decode_examples
@@ -20,12 +24,6 @@ from transformer.evaluation import evaluate_bundle
 from transformer.tasks import TASKS
 from transformer.tokenizers import SPECIALS
 
-INSPECT = "ckpt_inspect"  # selectbox: the entry key whose card is shown
-TABLE_VERSION = "ckpt_table_version"  # bumped to re-seed the table's row selection from INSPECT
-EVALS = "ckpt_evals"  # session_state: entry key -> Evaluation
-SIZES = "ckpt_sizes"  # session_state: entry key -> checkpoint size in bytes (session models)
-UPLOAD, UPLOAD_CONFIG = "ckpt_upload", "ckpt_upload_config"
-SAMPLES, SEED = "ckpt_eval_samples", "ckpt_eval_seed"
 EXAMPLE_POOL = 200  # at most this many of the evaluated pairs are decoded again for worked examples
 SHOWN_EXAMPLES = 4
 ORIGINS = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded"}
@@ -38,14 +36,20 @@ class Evaluation:
     examples: list[Example]
 
 
-def intro() -> None:
-    st.title("Checkpoints")
+def intro() -> DeltaGenerator:
+    notes = header("Checkpoints")
     st.markdown(
         "A **checkpoint** is a trained model saved to one file: its weights, its configuration, its tokenizer "
         "and a model card. Pick a model in the table to read its card, make it the active model for every "
         "page, test it on inputs it never saw in training, download it, or upload one a colleague sent you.")
     st.latex(r"\text{exact match} = \frac{1}{N}\sum_{i=1}^{N} \mathbf{1}\!\left[\,\hat{y}^{(i)} = y^{(i)}\right]"
              r"\qquad \hat{y}^{(i)} = \text{greedy output for the held-out input } x^{(i)}")
+    return notes
+
+
+def inspected(view: View) -> str:
+    """The entry key whose card is shown: the one picked, else the active model."""
+    return view.get("inspect") or registry.active_key()
 
 
 # ------------------------------------------------------------------------------------------------ table
@@ -55,12 +59,10 @@ def task_title(name: str) -> str:
     return TASKS[name].title if name in TASKS else name
 
 
-def session_size(key: str, bundle: ModelBundle) -> int:
-    """Bytes of a session model's .safetensors file, computed once per model."""
-    sizes = st.session_state.setdefault(SIZES, {})
-    if key not in sizes:
-        sizes[key] = len(bundle_to_bytes(bundle))
-    return sizes[key]
+@st.cache_data(show_spinner=False, max_entries=64)
+def session_size(key: str, _bundle: ModelBundle) -> int:
+    """Bytes of a session model's .safetensors file, computed once per model (its key is never reused)."""
+    return len(bundle_to_bytes(_bundle))
 
 
 def created_at(card: dict) -> datetime | None:
@@ -74,8 +76,10 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
     return {
         "key": key, "Active": "★ active" if key == registry.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
-        "Layers": f"{config['n_enc_layers']}+{config['n_dec_layers']}", "Heads": config["n_heads"], "d_model": config["d_model"], "Parameters": parameters,
-        "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"], "Size (MB)": size / 2**20, "Created": created_at(card),
+        "Layers": f"{config['n_enc_layers']}+{config['n_dec_layers']}", "Heads": config["n_heads"],
+        "d_model": config["d_model"], "Parameters": parameters,
+        "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"],
+        "Size (MB)": size / 2**20, "Created": created_at(card),
     }
 
 
@@ -96,40 +100,38 @@ def model_table(entries: dict[str, registry.ModelEntry]) -> pd.DataFrame:
     infos = registry.shipped_infos()
     for info in infos:
         if info.error is not None:
-            st.warning(f"The pretrained checkpoint `{info.path.name}` cannot be used: {info.error}.",
+            st.warning(literal(f"The pretrained checkpoint “{info.path.name}” cannot be used: {info.error}."),
                        icon=":material/warning:")
     rows = [shipped_row(i) for i in infos if registry.shipped_key(i.path) in entries]
     rows += [session_row(key, e.origin) for key, e in entries.items() if e.origin != "shipped"]
     return pd.DataFrame(rows).set_index("key")
 
 
-def table_key() -> str:
-    return f"ckpt_table_{st.session_state.get(TABLE_VERSION, 0)}"
+def table_key(view: View) -> str:
+    return view.widget_key("table_version", slot=f"v{view.get('table_version')}")
 
 
-def inspect(key: str) -> None:
-    """Show `key`'s card and select its row in the table (a fresh table widget takes the new default)."""
-    st.session_state[INSPECT] = key
-    st.session_state[TABLE_VERSION] = st.session_state.get(TABLE_VERSION, 0) + 1
-
-
-def row_picked(keys: list[str]) -> None:
+def row_picked(view: View, keys: list[str]) -> None:
     """on_select of the table: the picked row's model gets the card below."""
-    rows = st.session_state[table_key()].selection.rows
+    rows = st.session_state[table_key(view)].selection.rows
     if rows:
-        st.session_state[INSPECT] = keys[rows[0]]
+        view.set("inspect", keys[rows[0]])
 
 
-def table_section(entries: dict[str, registry.ModelEntry]) -> None:
+def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
     st.subheader("Available models")
     table = model_table(entries)
     keys = list(table.index)
-    picked = [keys.index(st.session_state[INSPECT])] if st.session_state[INSPECT] in keys else []
-    st.dataframe(
-        table, hide_index=True, key=table_key(), on_select=partial(row_picked, keys), selection_mode="single-row",
-        selection_default={"selection": {"rows": picked}}, placeholder="—",
+    picked = [keys.index(inspected(view))] if inspected(view) in keys else []
+    event = st.session_state.get(table_key(view))
+    if event is not None and list(event.selection.rows) != picked:  # the card changed elsewhere (the model
+        view.set("table_version", view.get("table_version") + 1)  # picker, a link, Remove): a fresh table
+    st.dataframe(  # widget takes the new row as its default selection
+        table, hide_index=True, key=table_key(view), on_select=lambda: row_picked(view, keys),
+        selection_mode="single-row", selection_default={"selection": {"rows": picked}}, placeholder="—",
         column_config={
-            "Active": st.column_config.TextColumn("Active", help="The model every page uses (see the sidebar)"),
+            "Active": st.column_config.TextColumn("Active", help="The model every page uses (see the sidebar)",
+                                                  width=76),
             "Layers": st.column_config.TextColumn("Layers", help="Encoder + decoder layers", width="small"),
             "Heads": st.column_config.NumberColumn("Heads", help="Attention heads per layer", width="small"),
             "d_model": st.column_config.NumberColumn("d_model", help="Width of every token's vector", width="small"),
@@ -141,7 +143,8 @@ def table_section(entries: dict[str, registry.ModelEntry]) -> None:
         },
     )
     st.caption("Click a row (or pick below) to see that model's card. Pretrained models ship with the app; "
-               "models trained or uploaded here last as long as this browser tab.")
+               "models trained or uploaded here are kept on this server for a while (the sidebar says how long): "
+               "download one to keep it for good.")
 
 
 # ------------------------------------------------------------------------------------------------- card
@@ -157,7 +160,7 @@ def card_facts(bundle: ModelBundle) -> None:
                      + (f" (on {card['samples']:,} samples)" if card.get("samples") else ""))
     lines.append(f"**Tokenizer:** {tokenizer.kind}, {tokenizer.vocab_size} tokens ({len(SPECIALS)} of them special)")
     if bundle.task.params:
-        lines.append("**Task settings:** " + ", ".join(f"{k} = {v}" for k, v in bundle.task.params.items()))
+        lines.append("**Task settings:** " + literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items())))
     if (created := created_at(card)) is not None:
         lines.append(f"**Created:** {created:%Y-%m-%d %H:%M} UTC")
     st.markdown("  \n".join(lines))
@@ -168,45 +171,46 @@ def card_facts(bundle: ModelBundle) -> None:
         st.json(card.get("train") or {"note": "not recorded in this checkpoint"})
 
 
-def remove(key: str) -> None:
-    """on_click of Remove: forget a session model (the default becomes active if it was)."""
+def evaluations(view: View) -> dict:
+    return view.get("evaluations") or {}
+
+
+def remove(view: View, key: str) -> None:
+    """on_click of Remove: forget a session model (the default becomes active if it was); show the active
+    model's card."""
     registry.remove_session_model(key)
-    for memo in (EVALS, SIZES):
-        st.session_state.get(memo, {}).pop(key, None)
-    inspect(registry.active_key())
+    view.set("evaluations", {k: e for k, e in evaluations(view).items() if k != key})
+    view.reset("inspect")
 
 
-def actions(key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> None:
+def actions(view: View, key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> None:
     active = key == registry.active_key()
-    cols = st.columns(3)
-    cols[0].button("Active" if active else "Make active", icon=":material/check_circle:", type="primary",
-                   key="ckpt_activate", disabled=active, on_click=registry.set_active, args=(key,), width="stretch",
-                   help="Every page (decoding, attention, masks, ...) uses the active model.")
-    cols[1].download_button(
+    row = st.container(horizontal=True)  # wraps onto a second row where a narrow column cannot hold all three
+    row.button("Active" if active else "Make active", icon=":material/check_circle:", type="primary",
+               key="ckpt_activate", disabled=active, on_click=registry.set_active, args=(key,), width="stretch",
+               help="Every page (decoding, attention, masks, ...) uses the active model.")
+    row.download_button(
         "Download", data=entry.path.read_bytes if entry.path else lambda: bundle_to_bytes(bundle),
         file_name=f"{bundle.name}.safetensors", mime="application/octet-stream", key="ckpt_download",
         icon=":material/download:", on_click="ignore", width="stretch",
         help="The .safetensors file: weights plus the JSON config, tokenizer and model card. No pickle.")
-    cols[2].button("Remove", icon=":material/delete:", key="ckpt_remove", disabled=entry.origin == "shipped",
-                   on_click=remove, args=(key,), width="stretch",
-                   help="Pretrained models cannot be removed." if entry.origin == "shipped"
-                   else "Forget this model in this browser session (download it first to keep it).")
+    row.button("Remove", icon=":material/delete:", key="ckpt_remove", disabled=entry.origin == "shipped",
+               on_click=remove, args=(view, key), width="stretch",
+               help="Pretrained models cannot be removed." if entry.origin == "shipped"
+               else "Take this model off this session's list (download it first to keep it).")
 
 
-def card_section(entries: dict[str, registry.ModelEntry]) -> tuple[str, ModelBundle]:
+def card_section(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[str, ModelBundle]:
     """The picked model's card and actions; returns (its key, its bundle)."""
     st.subheader("Model card")
-    key = st.selectbox("Model", list(entries), format_func=lambda k: entries[k].label, key=INSPECT,
-                       on_change=inspect_from_box)
+    key = inspected(view)
+    view.widget("inspect", st.selectbox, "Model", list(entries), format_func=lambda k: entries[k].label,
+                to_widget=lambda _: key)
     bundle = registry.bundle_for(key)
     with st.container(border=True):
         card_facts(bundle)
-        actions(key, entries[key], bundle)
+        actions(view, key, entries[key], bundle)
     return key, bundle
-
-
-def inspect_from_box() -> None:
-    inspect(st.session_state[INSPECT])
 
 
 # --------------------------------------------------------------------------------------------- evaluate
@@ -227,56 +231,61 @@ def run_evaluation(bundle: ModelBundle, samples: int, seed: int) -> Evaluation:
 
 
 def show_examples(examples: list[Example]) -> None:
+    """Mistakes first, then right answers; st.table renders markdown in its cells, so every text is literal
+    (a sentencepiece model's pieces come from its file)."""
     right = [e for e in examples if e.correct][:SHOWN_EXAMPLES]
     wrong = [e for e in examples if not e.correct][:SHOWN_EXAMPLES]
-    table = pd.DataFrame([{"": "✓" if e.correct else "✗", "Input": e.source, "Expected": e.expected,
-                           "Model wrote": e.output or "(nothing)"} for e in wrong + right])
+    table = pd.DataFrame([{"": "✓" if e.correct else "✗", "Input": literal(e.source), "Expected": literal(e.expected),
+                           "Model wrote": literal(e.output) if e.output else "(nothing)"} for e in wrong + right])
     st.table(table, hide_index=True, border="horizontal")
     if not wrong:
         st.caption(f"Every one of the first {len(examples):,} inputs was answered exactly right.")
 
 
-def evaluation_section(key: str, bundle: ModelBundle) -> None:
+@st.fragment
+def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
+    """Evaluate on demand, never on opening a link: 2,000 inputs take several seconds."""
     st.subheader("Evaluate on fresh held-out inputs")
     st.markdown("Held-out inputs are never used in training (a fixed hash decides which inputs are held out), "
                 "so this measures how well the model **generalises**. The model decodes each one greedily.")
     left, right = st.columns(2)
-    samples = left.number_input("Held-out inputs", min_value=20, max_value=2000, value=500, step=100, key=SAMPLES,
-                                persist_state="session",
-                                help="More inputs give a steadier figure; 500 take a second or two, 2,000 "
-                                "several seconds.")
-    seed = right.number_input("Seed", min_value=0, max_value=2**31 - 1, value=7, step=1, key=SEED,
-                              persist_state="session",
-                              help="Another seed draws another set of held-out inputs.")
-    evals = st.session_state.setdefault(EVALS, {})
+    with left:
+        samples = view.widget("samples", st.number_input, "Held-out inputs", min_value=SAMPLES[0],
+                              max_value=SAMPLES[1], step=100,
+                              help="More inputs give a steadier figure; 500 take a second or two, 2,000 "
+                              "several seconds.")
+    with right:
+        seed = view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
+                           help="Another seed draws another set of held-out inputs.")
     if st.button("Evaluate", icon=":material/speed:", key="ckpt_evaluate", type="primary"):
-        evals[key] = run_evaluation(bundle, int(samples), int(seed))
-    result = evals.get(key)
+        view.set("evaluations", evaluations(view) | {key: run_evaluation(bundle, int(samples), int(seed))})
+    result = evaluations(view).get(key)
     if result is None:
-        st.caption("Press Evaluate to measure this model.")
-        return
-    m = result.metrics
-    cols = st.columns(3)
-    cols[0].metric("Exact match", f"{m['exact_match']:.1%}", help="Whole answer right, </s> included")
-    cols[1].metric("Token accuracy", f"{m['token_accuracy']:.1%}",
-                   help="Next tokens right when the decoder is fed the correct previous ones (teacher forcing)")
-    cols[2].metric("Loss", f"{m['loss']:.3f}", help="Cross-entropy per target token, in nats")
-    st.caption(f"{m['samples']:,} held-out inputs drawn with seed {result.seed}. Worked examples, "
-               "mistakes first:")
-    show_examples(result.examples)
+        st.caption(f"Press Evaluate to measure this model on {samples:,} held-out inputs drawn with seed {seed}.")
+    else:
+        m = result.metrics
+        cols = st.columns(3)
+        cols[0].metric("Exact match", f"{m['exact_match']:.1%}", help="Whole answer right, </s> included")
+        cols[1].metric("Token accuracy", f"{m['token_accuracy']:.1%}",
+                       help="Next tokens right when the decoder is fed the correct previous ones (teacher forcing)")
+        cols[2].metric("Loss", f"{m['loss']:.3f}", help="Cross-entropy per target token, in nats")
+        st.caption(f"{m['samples']:,} held-out inputs drawn with seed {result.seed}. Worked examples, "
+                   "mistakes first:")
+        show_examples(result.examples)
+    view.sync_url()
 
 
 # ----------------------------------------------------------------------------------------------- upload
 
 
-def uploaded() -> None:
-    """on_change of both uploaders: handle a new upload once; show an accepted model's card."""
-    outcome = uploads.handle(st.session_state.get(UPLOAD), st.session_state.get(UPLOAD_CONFIG))
+def uploaded(view: View) -> None:
+    """on_change of both uploaders: handle a new upload once; an accepted model is active, its card shown."""
+    outcome = uploads.handle_widgets()
     if outcome is not None and outcome.ok:
-        inspect(outcome.key)
+        view.reset("inspect")
 
 
-def upload_section() -> None:
+def upload_section(view: View) -> None:
     st.subheader("Upload a checkpoint")
     st.markdown(
         "A `.safetensors` file saved by this app (the Download button above, or `python -m transformer train`), "
@@ -284,37 +293,37 @@ def upload_section() -> None:
         "header, its configuration and the shape of every tensor. A file that fails any check is refused and "
         "nothing changes. `.pt` files are read with `torch.load(weights_only=True)`, so no code inside them runs.")
     left, right = st.columns([3, 2])
-    file = left.file_uploader("Checkpoint (.safetensors or .pt)", type=uploads.CHECKPOINT_TYPES, key=UPLOAD,
-                              on_change=uploaded, max_upload_size=uploads.UPLOAD_LIMIT_MB)
+    file = left.file_uploader("Checkpoint (.safetensors or .pt)", type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
+                              on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
     right.file_uploader(
-        "Metadata for a bare .pt state dict (.json, optional)", type=["json"], key=UPLOAD_CONFIG,
-        on_change=uploaded, max_upload_size=uploads.UPLOAD_LIMIT_MB,
+        "Metadata for a bare .pt state dict (.json, optional)", type=["json"], key=uploads.METADATA,
+        on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB,
         help='A JSON object with "config", "tokenizer" and "task" (as stored in a .safetensors checkpoint). '
              "Only needed when the .pt file holds the tensors alone.")
-    if (outcome := uploads.shown_outcome(file)) is not None:
+    if (outcome := uploads.shown_outcome(file)) is not None:  # file names and errors shown as written
         if outcome.ok:
-            st.success(outcome.message, icon=":material/check_circle:")
+            st.success(literal(outcome.message), icon=":material/check_circle:")
         else:
-            st.error(outcome.message, icon=":material/block:")
+            st.error(literal(outcome.message), icon=":material/block:")
 
 
 def main() -> None:
-    intro()
+    view = CHECKPOINTS.view()
+    notes = intro()
     entries = registry.entries()
     if not entries:
         st.warning("No model is available: the pretrained checkpoints are missing. Train one on the Train live "
                    "page, or upload a checkpoint below.")
     else:
-        if st.session_state.get(INSPECT) not in entries:
-            st.session_state[INSPECT] = registry.active_key()
-        table_section(entries)
+        table_section(view, entries)
         left, right = st.columns([1, 1], gap="large")
         with left:
-            key, bundle = card_section(entries)
+            key, bundle = card_section(view, entries)
         with right:
-            evaluation_section(key, bundle)
+            evaluation_section(view, key, bundle)
     st.divider()
-    upload_section()
+    upload_section(view)
+    finish(view, notes)
 
 
 main()
