@@ -85,7 +85,13 @@ def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from ui import decode_state as state
+    from ui.tables.decode import DECODE
+
+    view = DECODE.view()  # only for its key names
+    step_key, force_key = DECODE.key("step"), DECODE.key("force")
+
+    def state(at, key: str):
+        return at.session_state[key] if key in at.session_state else None
 
     entries: list[dict] = []
     time_script_runs(entries.append)
@@ -103,22 +109,22 @@ def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
     for _ in range(clicks + 2):
         if at.button(key=key).disabled:
             key = "decode_prev" if key == "decode_next" else "decode_next"
-        before = at.session_state[state.STEP]
+        before = state(at, step_key)
         at.button(key=key).click().run()
         steps.append(entries[-1])
-        assert at.session_state[state.STEP] != before and not at.exception
+        assert state(at, step_key) != before and not at.exception
 
     forces = []  # force the default alternative at steps 1, 2, ...: each a new decode, never a cache hit
     for step in range(repeats):
-        if at.session_state[state.FORCED]:
+        if state(at, force_key):
             at.button(key="decode_reset").click().run()
-        at.slider(key=state.STEP_SLIDER).set_value(step + 1).run()
+        at.slider(key=view.widget_key("step")).set_value(step + 1).run()
         at.button(key="decode_force_it").click().run()
         forces.append(entries[-1])
-        assert at.session_state[state.FORCED] and not at.exception
+        assert state(at, force_key) and not at.exception
     figures = {"first_open_ms": {k: round(first_open[k], 1) for k in ("ms", "cpu_ms")},
                "step_click_ms": run_summary(steps[2:]), "force_click_ms": run_summary(forces)}
-    return figures, at.session_state[state.TEXT]
+    return figures, at.text_input(key=view.widget_key("input")).value
 
 
 # ------------------------------------------------------------------------------------------ a real server
@@ -204,7 +210,7 @@ def main() -> None:
         raise SystemExit(f"missing {CHECKPOINT}: train the shipped reverse model first")
 
     from conftest import CHROMIUM
-    from ui.decode_state import TOPK
+    from ui.decodes import TOPK
     from transformer.checkpoints import load_bundle
     from transformer.decoding import greedy_decode
 

@@ -1,5 +1,6 @@
 """The all-heads attention page (AppTest): charts, their shapes and values against an independent traced
-recomputation, the pickers, per-head statistics, and bad input."""
+recomputation, the pickers, per-head statistics, bad input, and the view in the URL (a link restores it; a
+hostile one gives a note and the default view)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 import torch
 
 from transformer.checkpoints import load_bundle
@@ -19,11 +21,23 @@ from transformer.trace import AttentionTrace
 
 from conftest import REVERSE, ROOT, needs_reverse
 from ui import model_registry as registry
-from ui.decode_state import INPUT_BOX, MODEL, TEXT
+from ui.tables.attention import ATTENTION
+from ui.tables.shared import SHARED
 from plotly_specs import array, specs
 
 PAGE = "pages/explore/attention.py"
 pytestmark = needs_reverse
+VIEW = ATTENTION.view()  # only for its key names
+INPUT_BOX, KIND, MODEL_PICKER = VIEW.widget_key("input"), VIEW.widget_key("kind"), SHARED.view().widget_key("model")
+
+
+def shown_input(at) -> str:
+    return at.text_input(key=INPUT_BOX).value
+
+
+def picker(at, prop: str, kind: str):
+    """The layer or head selectbox of one kind of attention."""
+    return at.selectbox(key=VIEW.widget_key(prop, kind))
 
 
 def figures(at) -> dict[str, dict]:
@@ -64,10 +78,9 @@ def picked(title: str) -> tuple[int, int]:
 
 def test_default_shows_the_shared_example_decoded_and_every_chart(app, bundle):
     at = app(PAGE)
-    text = at.session_state[TEXT]
+    text = shown_input(at)
     assert text == bundle.task.examples()[0]
-    assert at.text_input(key="attention_input").value == text
-    assert any("correct" in md.value for md in at.markdown)
+    assert any(":green-badge[:material/check: right]" in md.value for md in at.markdown)
     titles = list(figures(at))
     assert len(titles) == 4, titles
     assert {t.split(" · ")[0] for t in titles} == {"Cross-attention"}
@@ -76,7 +89,7 @@ def test_default_shows_the_shared_example_decoded_and_every_chart(app, bundle):
 
 def test_grid_tiles_every_head_of_every_layer(app, bundle):
     at = app(PAGE)
-    weights = traced(bundle, at.session_state[TEXT])["cross"]
+    weights = traced(bundle, shown_input(at))["cross"]
     layers, heads, queries, keys = weights.shape
     assert (layers, heads) == (bundle.config.n_dec_layers, bundle.config.n_heads)
     title, spec = figure(at, "Cross-attention · all")
@@ -88,7 +101,7 @@ def test_grid_tiles_every_head_of_every_layer(app, bundle):
 
 def test_large_heatmap_matches_a_traced_recomputation_and_starts_on_the_best_head(app, bundle):
     at = app(PAGE)
-    text = at.session_state[TEXT]
+    text = shown_input(at)
     weights = traced(bundle, text)["cross"]
     title, spec = figure(at, r"Cross-attention · layer \d · head")
     layer, head = picked(title)
@@ -104,19 +117,19 @@ def test_large_heatmap_matches_a_traced_recomputation_and_starts_on_the_best_hea
 
 def test_switching_kind_layer_and_head_changes_title_and_values(app, bundle):
     at = app(PAGE)
-    weights = traced(bundle, at.session_state[TEXT])
-    at.segmented_control(key="attention_kind").set_value("encoder_self").run()
+    weights = traced(bundle, shown_input(at))
+    at.segmented_control(key=KIND).set_value("encoder_self").run()
     title, spec = figure(at, r"Encoder self-attention · layer \d · head")
     layer, head = picked(title)
     np.testing.assert_allclose(array(spec["data"][0]["z"]), weights["encoder_self"][layer, head], atol=1e-5)
-    at.selectbox(key="attention_layer_encoder_self").set_value(1).run()
-    at.selectbox(key="attention_head_encoder_self").set_value(2).run()
+    picker(at, "layer", "encoder_self").set_value(1).run()
+    picker(at, "head", "encoder_self").set_value(2).run()
     title, spec = figure(at, r"Encoder self-attention · layer \d · head")
     assert title == "Encoder self-attention · layer 2 · head 3"
     np.testing.assert_allclose(array(spec["data"][0]["z"]), weights["encoder_self"][1, 2], atol=1e-5)
     assert not at.success  # the alignment callout belongs to cross-attention
 
-    at.segmented_control(key="attention_kind").set_value("decoder_self").run()
+    at.segmented_control(key=KIND).set_value("decoder_self").run()
     title, spec = figure(at, r"Decoder self-attention \(masked\) · layer \d · head")
     layer, head = picked(title)
     shown = array(spec["data"][0]["z"])
@@ -136,7 +149,7 @@ def test_head_statistics_table_has_one_row_per_head(app, bundle):
     table = at.dataframe[0].value
     assert len(table) == bundle.config.n_dec_layers * bundle.config.n_heads
     assert list(table.columns) == ["Layer", "Head", "Entropy (bits)", "Max weight", "Alignment"]
-    at.segmented_control(key="attention_kind").set_value("encoder_self").run()
+    at.segmented_control(key=KIND).set_value("encoder_self").run()
     table = at.dataframe[0].value
     assert len(table) == bundle.config.n_enc_layers * bundle.config.n_heads
     assert "Alignment" not in table.columns
@@ -146,16 +159,16 @@ def test_head_statistics_table_has_one_row_per_head(app, bundle):
 
 def test_input_is_shared_and_bad_input_gives_a_message(app):
     at = app(PAGE)
-    at.text_input(key="attention_input").input("abc").run()
-    assert at.session_state[TEXT] == "abc"
-    assert any("`cba`" in md.value and "correct" in md.value for md in at.markdown)
+    at.text_input(key=INPUT_BOX).input("abc").run()
+    assert at.session_state[ATTENTION.key("input")] == "abc" and at.query_params["input"] == "abc"
+    assert any("`cba`" in md.value and "right" in md.value for md in at.markdown)
     _, spec = figure(at, "Cross-attention · all")
     assert array(spec["data"][0]["z"]).shape[1] == (4 + 1) * spec_heads(spec) - 1
-    at.text_input(key="attention_input").input("Hello!").run()
+    at.text_input(key=INPUT_BOX).input("Hello!").run()
     assert not at.exception
     assert at.error and "'!', 'H'" in at.error[0].value
     assert not at.get("plotly_chart")
-    at.text_input(key="attention_input").input("").run()
+    at.text_input(key=INPUT_BOX).input("").run()
     assert not at.exception and "empty" in at.error[0].value
 
 
@@ -165,7 +178,7 @@ def test_input_typed_on_the_decode_page_is_used(app):
     at.switch_page(PAGE)
     at.run()
     assert not at.exception
-    assert at.text_input(key="attention_input").value == "xyz"
+    assert shown_input(at) == "xyz"
     assert any("`zyx`" in md.value for md in at.markdown)
 
 
@@ -216,8 +229,7 @@ def test_a_model_without_known_alignment_still_shows_every_head(app):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.session_state[registry.SESSION_MODELS] = {"trained:tiny": ("trained", bundle)}
     at.session_state[registry.ACTIVE] = "trained:tiny"
-    at.session_state[MODEL] = "trained:tiny"  # the input was chosen for this model (as the decode page does)
-    at.session_state[TEXT] = "1+2"
+    at.session_state[ATTENTION.key("input")] = "1+2"
     at.run()
     at.switch_page(PAGE)
     at.run()
@@ -233,16 +245,96 @@ def test_every_shipped_model_shows_its_heads(app):
     """Switching the sidebar model starts from that model's first example and draws every chart."""
     at = app(PAGE)
     for path in sorted(REVERSE.parent.glob("*.safetensors")):
-        at.selectbox(key=registry.ACTIVE).set_value(f"shipped:{path.stem}").run()
+        at.selectbox(key=MODEL_PICKER).set_value(f"shipped:{path.stem}").run()
         assert not at.exception and not at.error, path.stem
         bundle = load_bundle(path)
-        assert at.session_state[TEXT] == bundle.task.examples()[0]
+        assert shown_input(at) == bundle.task.examples()[0]
         title, _ = figure(at, "Cross-attention · all")
         assert f"{bundle.config.n_dec_layers} layers × {bundle.config.n_heads} heads" in title
         assert len(at.dataframe[0].value) == bundle.config.n_dec_layers * bundle.config.n_heads
-        assert bool(at.success) == (bundle.task.alignment(at.session_state[TEXT]) is not None), path.stem
+        assert bool(at.success) == (bundle.task.alignment(shown_input(at)) is not None), path.stem
         title, _ = figure(at, r"Cross-attention · layer \d · head")
         layer, head = picked(title)
         if at.success:  # each model starts on its own best-aligned head
             assert f"Layer {layer + 1}, head {head + 1}" in at.success[0].value
         assert any(bundle.task.description in caption.value for caption in at.caption)
+
+
+# ------------------------------------------------------------------------------------------- the view in the URL
+
+
+def linked(query: dict[str, str]):
+    """An AppTest of the attention page opened by a link with `query` as its parameters."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(PAGE)
+    for name, value in query.items():
+        at.query_params[name] = value
+    return at.run()
+
+
+def big_heatmap(at) -> tuple[str, np.ndarray]:
+    title, spec = figure(at, r".* · layer \d · head")
+    return title, array(spec["data"][0]["z"])
+
+
+def test_the_url_follows_kind_layer_and_head_and_a_kind_keeps_its_pick(app):
+    at = app(PAGE)
+    assert set(at.query_params) <= {"v"}  # the default view
+    at.segmented_control(key=KIND).set_value("encoder_self").run()
+    picker(at, "layer", "encoder_self").set_value(1).run()
+    picker(at, "head", "encoder_self").set_value(2).run()
+    assert dict(at.query_params) == {"v": "1", "kind": "encoder_self", "layer": "2", "head": "3"}
+    at.segmented_control(key=KIND).set_value("cross").run()  # cross shows its best-aligned head again
+    assert "layer" not in at.query_params and "head" not in at.query_params
+    at.segmented_control(key=KIND).set_value("encoder_self").run()  # and the encoder its pick
+    assert big_heatmap(at)[0] == "Encoder self-attention · layer 2 · head 3"
+    assert dict(at.query_params) == {"v": "1", "kind": "encoder_self", "layer": "2", "head": "3"}
+
+
+def test_a_link_restores_model_input_kind_layer_head_and_cell(clean_caches):
+    copy = load_bundle(REVERSE.with_name("copy.safetensors"))
+    query = {"v": "1", "model": "copy", "input": "hello", "kind": "decoder_self", "layer": "2", "head": "4",
+             "cell": "3,1"}
+    at = linked(query)
+    assert not at.exception and not at.warning
+    assert at.selectbox(key=MODEL_PICKER).value == "shipped:copy" and shown_input(at) == "hello"
+    assert at.segmented_control(key=KIND).value == "decoder_self"
+    assert (picker(at, "layer", "decoder_self").value, picker(at, "head", "decoder_self").value) == (1, 3)
+    title, shown = big_heatmap(at)
+    assert title == "Decoder self-attention (masked) · layer 2 · head 4"
+    expected = traced(copy, "hello")["decoder_self"][1, 3]
+    below = np.tril(np.ones_like(expected, dtype=bool))
+    np.testing.assert_allclose(shown[below], expected[below], atol=1e-5)
+    words = next(md.value for md in at.markdown if "gives key" in md.value)
+    assert words.startswith("Query `03 ") and "key `01 " in words and f"**{expected[3, 1]:.3f}**" in words
+    assert dict(at.query_params) == query  # the page writes back the view it was given
+
+
+HOSTILE = [
+    {"model": "nope"}, {"model": "trained:12345678"}, {"unknown": "1"}, {"v": "2", "kind": "encoder_self"},
+    {"input": "x" * 5000}, {"input": "ABC!"}, {"input": "a\x00b"}, {"input": "abcdefghijklmnopqrstuvwxyz"},
+    {"kind": "bogus"}, {"kind": ""},
+    {"layer": "3"}, {"layer": "0"}, {"layer": "-1"}, {"layer": "nan"}, {"layer": "99999999999999999999"},
+    {"head": "5"}, {"head": "1.5"}, {"head": "1" * 3000},
+    {"cell": "99,0"}, {"cell": "0,99"}, {"cell": "1,2,3"}, {"cell": "-1,2"}, {"cell": "a,b"}, {"cell": "1e9,1"},
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=lambda q: "&".join(f"{k}={v[:12]!r}" for k, v in q.items()))
+def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, bundle, query):
+    at = linked(query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("could not be followed" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.selectbox(key=MODEL_PICKER).value == "shipped:reverse"
+    example = bundle.task.examples()[0]
+    assert shown_input(at) == example and at.segmented_control(key=KIND).value == "cross"
+    title, shown = big_heatmap(at)
+    layer, head = picked(title)
+    weights = traced(bundle, example)["cross"]
+    scores = alignment_score(weights, bundle.task.alignment(example)[: weights.shape[2]])
+    assert (layer, head) == np.unravel_index(np.argmax(scores), scores.shape)  # the best-aligned head
+    np.testing.assert_allclose(shown, weights[layer, head], atol=1e-5)
+    assert not any("gives key" in md.value for md in at.markdown)  # no cell selected
+    assert set(at.query_params) <= {"v"}, dict(at.query_params)  # the URL shows the default view

@@ -1,5 +1,7 @@
 """All attention heads: encoder self, decoder self and cross-attention of every layer and head for the
-finished greedy decode of the input shared with the decode page, with per-head statistics and exports."""
+finished greedy decode of the input shared with the decode page, with per-head statistics and exports. The
+attention kind, its layer and head and the clicked cell live in the page's state table (ui/tables/attention.py),
+so the URL holds the view."""
 
 from __future__ import annotations
 
@@ -8,19 +10,19 @@ import html
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from ui import decode_state as state
-from ui import display
+from ui import decodes, display
 from ui import model_registry as registry
+from ui.state import View
+from ui.tables.attention import ATTENTION, KINDS
+from ui.widgets import current_input, finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
 from transformer import charts
-from transformer.attention_maps import AttentionMap, attention_maps
-from transformer.decoding import DecodeError
+from transformer.attention_maps import AttentionMap
+from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename, figure_to_html, figure_to_image, image_export_available
 from transformer.tokenizers import TokenizerError
 
-BOX, EXAMPLES = "attention_input", "attention_examples"  # this page's widgets; the input is decoding_state.TEXT
-KIND = "attention_kind"
-KINDS = ("cross", "encoder_self", "decoder_self")
 KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",
               "decoder_self": "Decoder self-attention"}
 KIND_HELP = {
@@ -31,6 +33,7 @@ KIND_HELP = {
                     "(grey ×), so every row only sees the prefix up to itself.",
 }
 IMAGE_MIME = {"png": "image/png", "svg": "image/svg+xml"}
+INPUT_HELP = "Shared with the step-by-step decoding page: change it on either page."
 
 # Built figures are cached as shared objects: st.plotly_chart only reads them (it serialises a copy), and a
 # st.cache_data hit would unpickle the figure, which re-validates it and cost as much as building it here
@@ -40,55 +43,25 @@ head_grid = st.cache_resource(charts.head_grid, max_entries=64, show_spinner=Fal
 stats_heatmap = st.cache_resource(charts.head_stats_heatmap, max_entries=64, show_spinner=False)
 
 
-# ---------------------------------------------------------------------------------------------- the input
+def intro() -> DeltaGenerator:
+    notes = header("All attention heads")
+    st.markdown(
+        "Every head of every layer, for the finished greedy decode of one input. Each row of a heatmap is one "
+        "query token; its weights over the key tokens (columns) sum to 1. Heads that learned something precise "
+        "light up a single cell per row; the statistics below find them for you.")
+    st.latex(r"A^{(\ell,h)} = \operatorname{softmax}\!\Big(\frac{Q^{(\ell,h)} {K^{(\ell,h)}}^{\top}}"
+             r"{\sqrt{d_k}} + M\Big)\qquad \bar A^{(\ell)} = \frac{1}{H}\sum_{h=1}^{H} A^{(\ell,h)}")
+    return notes
 
 
-def _pick_keys(kind: str) -> tuple[str, str]:
-    """Widget keys of the layer and head pickers of one kind of attention."""
-    return f"attention_layer_{kind}", f"attention_head_{kind}"
-
-
-def input_controls(key: str, task) -> str:
-    """The input shared with the decoding page (its state module owns it: a new model starts from its first
-    example), in this page's own text box and example pills."""
-    examples = task.examples()
-    if st.session_state.get(state.MODEL) != key:  # a new model starts on its own best-aligned head
-        for widget in (k for kind in KINDS for k in _pick_keys(kind)):
-            st.session_state.pop(widget, None)
-    state.adopt_model(key, examples)
-    text = st.session_state[BOX] = st.session_state[state.TEXT]
-    st.session_state[EXAMPLES] = text if text in examples else None
-    box, picks = st.columns([2, 3], vertical_alignment="bottom")
-    box.text_input("Input", key=BOX, on_change=state.text_from_box, args=(BOX,), max_chars=200,
-                   help="Shared with the step-by-step decoding page: change it on either page.")
-    picks.pills("Examples (held out from training)", examples, key=EXAMPLES, on_change=state.text_from_example,
-                args=(EXAMPLES,))
-    return text
-
-
-# ---------------------------------------------------------------------------------------------- the decode
-
-
-@st.cache_data(max_entries=64, show_spinner="Decoding…")
-def decode(key: str, version: int, text: str) -> tuple[str, bool, dict[str, AttentionMap]]:
-    """(output text, finished, attention maps) of the greedy decode of `text` by model `key`, from the decoding
-    page's cached decode (no forced tokens)."""
-    bundle = registry.bundle_for(key)
-    result = state.decode(key, version, text, (), bundle)
-    return result.output_text, result.finished, attention_maps(result, bundle.task, text)
-
-
-def show_outcome(bundle, text: str, output: str, finished: bool) -> None:
-    task = bundle.task
-    line = f"**Output:** `{output}`" + ("" if finished else " (stopped at the length limit without `</s>`)")
-    expected, _ = state.expected(bundle, text)
-    if expected is not None:
-        line += (" :green-badge[:material/check: correct]" if output == expected else
-                 f" :red-badge[:material/close: wrong] expected `{expected}`")
+def show_outcome(task, text: str, result: DecodeResult) -> None:
+    """The output, right or wrong against the task's answer (with the answer when wrong)."""
+    output, answer = result.output_text, task.answer(text)
+    line = f"**Output:** `{output}`" + ("" if result.finished else " (stopped at the length limit without `</s>`)")
+    if answer is not None:
+        line += f" {verdict(output, answer)}" + ("" if output == answer else f" expected `{answer}`")
     st.markdown(line)
-    if len(text) > task.max_source_chars:
-        st.warning(f"The model was trained on inputs of at most {task.max_source_chars} characters; "
-                   "longer ones are outside what it learned.")
+    warn_if_longer_than_trained(task, text)
 
 
 # ---------------------------------------------------------------------------------------------- one head
@@ -98,18 +71,43 @@ def _plain(label: str) -> str:
     return html.unescape(label)
 
 
-def _clicked_cell(chart_key: str, n_keys: int) -> tuple[int, int] | None:
-    """(query, key) of the cell last clicked on the chart with this key: the click layer's point_index is
-    query * n_keys + key."""
+def shown_head(view: View, amap: AttentionMap) -> tuple[int, int]:
+    """(layer, head), 0-based: the ones picked, else the best-aligned head (layer 1, head 1 without one). A
+    layer or head this kind of attention lacks is refused."""
+    best_layer, best_head, _ = amap.best_aligned() or (0, 0, None)
+    name = KIND_NAMES[amap.kind].lower()
+    picked = {}
+    for prop, count, default in (("layer", amap.layers, best_layer), ("head", amap.heads, best_head)):
+        value = view.get(prop)
+        if value is not None and value > count:
+            view.refuse(prop, f"the {name} of this model has {count} {prop}(s)")
+            value = None
+        picked[prop] = default if value is None else value - 1
+    return picked["layer"], picked["head"]
+
+
+def shown_cell(view: View, queries: int, keys: int) -> tuple[int, int] | None:
+    """The clicked (query, key) cell, if any; one outside this heatmap is refused."""
+    cell = view.get("cell")
+    if cell is not None and (cell[0] >= queries or cell[1] >= keys):
+        view.refuse("cell", f"the heatmap has {queries} rows and {keys} columns (counted from 0)")
+        return None
+    return cell
+
+
+def select_cell(view: View, chart_key: str, n_keys: int) -> None:
+    """on_select of the large heatmap: its click layer's point_index is query * n_keys + key (no point: the
+    selection was cleared)."""
     event = st.session_state.get(chart_key)
     points = event["selection"]["points"] if event else []
-    return divmod(int(points[0]["point_index"]), n_keys) if points else None
+    view.set("cell", divmod(int(points[0]["point_index"]), n_keys) if points else None)
 
 
-def _index_picker(label: str, count: int, key: str, default: int) -> int:
-    if st.session_state.get(key, 0) >= count:
-        st.session_state.pop(key)
-    return st.selectbox(label, range(count), index=default, format_func=lambda i: f"{label} {i + 1}", key=key)
+def head_picker(view: View, prop: str, count: int, shown: int, kind: str) -> None:
+    """A layer or head selectbox (0-based options, 1-based labels and prop), one per kind of attention."""
+    label = prop.capitalize()
+    view.widget(prop, st.selectbox, label, range(count), slot=kind, to_widget=lambda _: shown,
+                from_widget=lambda i: i + 1, format_func=lambda i: f"{label} {i + 1}")
 
 
 def _head_facts(stats: dict, layer: int, head: int) -> str:
@@ -125,46 +123,47 @@ def _head_facts(stats: dict, layer: int, head: int) -> str:
 
 
 @st.fragment
-def one_head(view: AttentionMap, task_name: str) -> None:
+def one_head(view: View, amap: AttentionMap, task_name: str) -> None:
     """Layer and head pickers (first showing the best-aligned head, if any), the picked head as one large
     clickable heatmap with its numbers in words, and the layer's head average."""
-    rows, cols = charts.token_labels(view.query_pieces), charts.token_labels(view.key_pieces)
-    best_layer, best_head, _ = view.best_aligned() or (0, 0, None)
-    layer_key, head_key = _pick_keys(view.kind)
+    rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
+    layer, head = shown_head(view, amap)
     pick_layer, pick_head, _ = st.columns([1, 1, 4])
     with pick_layer:
-        layer = _index_picker("Layer", view.layers, layer_key, best_layer)
+        head_picker(view, "layer", amap.layers, layer, amap.kind)
     with pick_head:
-        head = _index_picker("Head", view.heads, head_key, best_head)
-    stem = chart_filename(task_name, view.kind, layer, head)
+        head_picker(view, "head", amap.heads, head, amap.kind)
+    stem = chart_filename(task_name, amap.kind, layer, head)
     chart_key = f"attention_big_{stem}"
-    weights = view.weights[layer, head]
-    clicked = _clicked_cell(chart_key, len(cols))
+    weights = amap.weights[layer, head]
+    cell = shown_cell(view, len(rows), len(cols))
     with st.container(horizontal=True, gap="large"):
-        fig = heatmap(weights, rows, cols, charts.attention_title(view.kind, layer, head), mask=view.mask,
-                      clickable=True, highlight=clicked)
-        display.show_figure(fig, stem, key=chart_key, on_select="rerun", selection_mode="points", width="content")
+        fig = heatmap(weights, rows, cols, charts.attention_title(amap.kind, layer, head), mask=amap.mask,
+                      clickable=True, highlight=cell)
+        display.show_figure(fig, stem, key=chart_key, on_select=lambda: select_cell(view, chart_key, len(cols)),
+                            selection_mode="points", width="content")
         with st.container(width="stretch"):
-            st.markdown(f"**Layer {layer + 1}, head {head + 1}.** " + _head_facts(view.stats(), layer, head))
-            if clicked:
-                query, key = clicked
+            st.markdown(f"**Layer {layer + 1}, head {head + 1}.** " + _head_facts(amap.stats(), layer, head))
+            if cell:
+                query, key = cell
                 weight = float(weights[query, key])
                 st.markdown(f"Query `{_plain(rows[query])}` gives key `{_plain(cols[key])}` weight "
                             f"**{weight:.3f}** ({weight:.0%} of its attention).")
             else:
                 st.caption("Click a cell to read its query, key and weight.")
             display.csv_download(weights, rows, cols, stem, key=f"csv_{stem}")
-    mean = view.head_average(layer)
-    mean_stem = f"{chart_filename(task_name, view.kind, layer)}_mean"
+    mean = amap.head_average(layer)
+    mean_stem = f"{chart_filename(task_name, amap.kind, layer)}_mean"
     with st.container(horizontal=True, gap="large"):
-        title = charts.attention_title(view.kind, layer, extra=f"mean of {view.heads} heads")
-        display.show_figure(heatmap(mean, rows, cols, title, mask=view.mask), mean_stem,
+        title = charts.attention_title(amap.kind, layer, extra=f"mean of {amap.heads} heads")
+        display.show_figure(heatmap(mean, rows, cols, title, mask=amap.mask), mean_stem,
                             key=f"attention_mean_{mean_stem}", width="content")
         with st.container(width="stretch"):
             st.markdown(f"**The head average of layer {layer + 1}:** what the layer as a whole attends to. "
                         "Sharp heads that look at different places blur into a soft average; heads that "
                         "agree keep it sharp.")
             display.csv_download(mean, rows, cols, mean_stem, key=f"csv_{mean_stem}")
+    view.sync_url()
 
 
 # ---------------------------------------------------------------------------------------------- all heads
@@ -181,17 +180,17 @@ def grid_downloads(fig, stem: str, images: bool) -> None:
                        mime="text/html", key=f"grid_html_{stem}", on_click="ignore", icon=":material/code:")
 
 
-def all_heads(view: AttentionMap, task_name: str) -> None:
-    rows, cols = charts.token_labels(view.query_pieces), charts.token_labels(view.key_pieces)
-    stem = f"{chart_filename(task_name, view.kind)}_all-heads"
-    fig = head_grid(view.blanked(), rows, cols, view.kind)
+def all_heads(amap: AttentionMap, task_name: str) -> None:
+    rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
+    stem = f"{chart_filename(task_name, amap.kind)}_all-heads"
+    fig = head_grid(amap.blanked(), rows, cols, amap.kind)
     st.caption("Layers down, heads across: each tile is one head, with the rows and columns of the large "
-               "heatmap above" + (" (masked cells left blank)" if view.mask is not None else "") +
+               "heatmap above" + (" (masked cells left blank)" if amap.mask is not None else "") +
                ". Hover a cell to read its query, key and weight.")
-    display.show_figure(fig, stem, key=f"attention_grid_{view.kind}", width="content")
-    layers, heads, queries, keys = view.weights.shape
+    display.show_figure(fig, stem, key=f"attention_grid_{amap.kind}", width="content")
+    layers, heads, queries, keys = amap.weights.shape
     images, reason = image_export_available()
-    tiled = view.weights.transpose(0, 2, 1, 3).reshape(layers * queries, heads * keys)
+    tiled = amap.weights.transpose(0, 2, 1, 3).reshape(layers * queries, heads * keys)
     with st.container(horizontal=True):
         display.csv_download(tiled, [f"L{i + 1} · {r}" for i in range(layers) for r in rows],
                              [f"H{h + 1} · {c}" for h in range(heads) for c in cols], stem, key=f"csv_{stem}")
@@ -215,20 +214,20 @@ def stats_table(stats: dict) -> pd.DataFrame:
     return frame
 
 
-def head_statistics(view: AttentionMap, task_name: str) -> None:
-    stats = view.stats()
-    if view.kind == "cross" and "alignment" not in stats:
+def head_statistics(amap: AttentionMap, task_name: str) -> None:
+    stats = amap.stats()
+    if amap.kind == "cross" and "alignment" not in stats:
         st.caption("This task has no fixed source position for each output token, so heads are compared by "
                    "entropy and maximum weight only.")
-    elif view.kind != "cross":
+    elif amap.kind != "cross":
         st.caption("The alignment score is defined for cross-attention: switch to it to see which head "
                    "learned the task.")
-    stem = f"{chart_filename(task_name, view.kind)}_head-stats"
-    title = f"{charts.KIND_TITLES[view.kind]} · per-head statistics"
-    display.show_figure(stats_heatmap(stats, title), stem, key=f"attention_stats_{view.kind}",
+    stem = f"{chart_filename(task_name, amap.kind)}_head-stats"
+    title = f"{charts.KIND_TITLES[amap.kind]} · per-head statistics"
+    display.show_figure(stats_heatmap(stats, title), stem, key=f"attention_stats_{amap.kind}",
                         width="content")
     table = stats_table(stats)
-    st.dataframe(table, hide_index=True, key=f"attention_table_{view.kind}", column_config={
+    st.dataframe(table, hide_index=True, key=f"attention_table_{amap.kind}", column_config={
         "Entropy (bits)": st.column_config.NumberColumn(format="%.2f", help="0 = every query looks at one key"),
         "Max weight": st.column_config.ProgressColumn(format="%.2f", min_value=0, max_value=1,
                                                       help="Mean over queries of the largest weight"),
@@ -238,46 +237,63 @@ def head_statistics(view: AttentionMap, task_name: str) -> None:
     st.caption("Click a column header to sort. Low entropy and a high maximum weight mean a focused head.")
 
 
+def switch_kind(view: View, kind: str) -> None:
+    """Show another kind of attention: the layer and head shown of the one left are kept (in the session),
+    and those last shown of the new one come back."""
+    model, left = view.get("model"), view.get("kind")
+    picks = {(m, k): (layer, head) for m, k, layer, head in view.get("picks")}
+    picks[(model, left)] = (view.get("layer"), view.get("head"))
+    view.set("kind", kind)  # resets the layer, head and cell
+    layer, head = picks.pop((model, kind), (None, None))
+    view.set("layer", layer)
+    view.set("head", head)
+    view.set("picks", tuple((m, k, layer, head) for (m, k), (layer, head) in picks.items()))
+
+
 @st.fragment
-def explore(maps: dict[str, AttentionMap], task) -> None:
-    kind = st.segmented_control("Attention kind", KINDS, format_func=KIND_NAMES.get, default="cross",
-                                required=True, key=KIND)
-    view = maps[kind]
+def explore(view: View, maps: dict[str, AttentionMap], task) -> None:
+    kind = view.widget("kind", st.segmented_control, "Attention kind", KINDS, format_func=KIND_NAMES.get,
+                       required=True, from_widget=lambda new: switch_kind(view, new))
+    amap = maps[kind]
     st.caption(KIND_HELP[kind] + (f" *{task.title}:* {task.description}" if kind == "cross" else ""))
-    best = view.best_aligned()
+    best = amap.best_aligned()
     if best is not None:
         layer, head, score = best
         st.success(f"**Layer {layer + 1}, head {head + 1}** puts **{score:.0%}** of its weight on the expected "
                    "source token (averaged over the output positions): the head that learned the task. It is "
                    "picked below; the statistics at the end compare every head.", icon=":material/target:")
     st.subheader("One head", divider="gray")
-    one_head(view, task.name)
-    st.subheader(f"All heads: {view.layers} layers × {view.heads} heads", divider="gray")
-    all_heads(view, task.name)
+    one_head(view, amap, task.name)
+    st.subheader(f"All heads: {amap.layers} layers × {amap.heads} heads", divider="gray")
+    all_heads(amap, task.name)
     st.subheader("Per-head statistics", divider="gray")
-    head_statistics(view, task.name)
+    head_statistics(amap, task.name)
+    view.sync_url()
 
 
 # ---------------------------------------------------------------------------------------------- the page
 
-st.title("All attention heads")
-st.markdown(
-    "Every head of every layer, for the finished greedy decode of one input. Each row of a heatmap is one "
-    "query token; its weights over the key tokens (columns) sum to 1. Heads that learned something precise "
-    "light up a single cell per row; the statistics below find them for you.")
-st.latex(r"A^{(\ell,h)} = \operatorname{softmax}\!\Big(\frac{Q^{(\ell,h)} {K^{(\ell,h)}}^{\top}}{\sqrt{d_k}} + M\Big)"
-         r"\qquad \bar A^{(\ell)} = \frac{1}{H}\sum_{h=1}^{H} A^{(\ell,h)}")
 
-active = registry.active_key()
-if active is None:
-    st.error("No model is available. Train one on the Train live page or upload a checkpoint.")
-    st.stop()
-bundle = registry.bundle_for(active)
-text = input_controls(active, bundle.task)
-try:
-    output, finished, maps = decode(active, registry.version(active), text)
-except (TokenizerError, DecodeError) as exc:
-    st.error(f"{bundle.name} cannot decode this input: {exc}. Type another one or pick an example above.")
-    st.stop()
-show_outcome(bundle, text, output, finished)
-explore(maps, bundle.task)
+def main() -> None:
+    view = ATTENTION.view()
+    notes = intro()
+    key, bundle = require_model()
+    version = registry.version(key)
+    if view.from_link("input"):  # a linked input the model cannot read: the default input, with a note
+        try:
+            decodes.maps(key, version, current_input(view, bundle.task.examples()))
+        except (TokenizerError, DecodeError) as exc:
+            view.refuse("input", f"{bundle.name} cannot decode it: {exc}")
+    text = input_picker(view, bundle, help_text=INPUT_HELP)
+    try:
+        result, maps = decodes.greedy(key, version, text), decodes.maps(key, version, text)
+    except (TokenizerError, DecodeError) as exc:
+        st.error(f"{bundle.name} cannot decode this input: {exc}. Type another one or pick an example above.")
+        finish(view, notes)
+        return
+    show_outcome(bundle.task, text, result)
+    explore(view, maps, bundle.task)
+    finish(view, notes)
+
+
+main()

@@ -2,12 +2,13 @@
 current page's table before anything renders, so the sidebar's model picker already shows the linked model."""
 
 from ui.state import StateTable
+from ui.tables.attention import ATTENTION
 from ui.tables.checkpoints import CHECKPOINTS
 from ui.tables.decode import DECODE
 from ui.tables.shared import SHARED
 
 TABLES: dict[str, StateTable] = {table.page: table for table in (
-    CHECKPOINTS, DECODE,
+    ATTENTION, CHECKPOINTS, DECODE,
 )}
 
 
