@@ -74,7 +74,7 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
 
 
 VIEW_JS = """() => ({
-    model: document.querySelector('.st-key-active_model_widget').innerText,
+    model: document.querySelector('.st-key-active_model_widget input').value,
     input: document.querySelector('.st-key-shared_input_widget input').value,
     step: document.querySelector('.st-key-decode_step_widget input[type=range]').value,
     charts: [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
@@ -111,7 +111,7 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     assert link == pg.url
     assert "model=copy" in link and "input=hello" in link and "step=" in link and "v=1" in link
     original = view(pg)
-    assert "you forced" in original["text"]
+    assert "you forced" in original["text"] and original["model"] == "copy (pretrained)"
     screenshot(pg, "decode-03-linked-view")
 
     other = Server()  # a second, freshly started server: nothing of the first session is there
