@@ -1,5 +1,5 @@
 """Probes for tests/test_worker.py. They run inside worker processes, so they live in a module the worker can
-import (tests/ is on sys.path under pytest, and a spawned worker inherits sys.path)."""
+import (tests/ is on sys.path under pytest, and a worker is given the sys.path of the process that starts it)."""
 
 from __future__ import annotations
 

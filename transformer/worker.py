@@ -6,8 +6,12 @@ Which one to use: the Streamlit app uses ProcessJob. TrainingJob (transformer.jo
 notebooks, the CLI and scripts, where a second process buys nothing and a Trainer is at hand.
 
 How it works
-- The child is started with multiprocessing's "spawn" context (a fresh interpreter: forking a process
-  whose torch thread pools are running is unsafe). It builds the Trainer and runs an ordinary TrainingJob
+- The child is a fresh interpreter (`python -c`, as multiprocessing's "spawn" starts one: forking a
+  process whose torch thread pools run is unsafe), handed one end of a socket pair framed by
+  multiprocessing's Connection, and this process's sys.path. It is not started through
+  multiprocessing.Process: spawn re-runs the parent's __main__ script in the child, and inside a Streamlit
+  script run __main__ is the app script itself (Streamlit installs it as sys.modules["__main__"]), so every
+  worker would first run the whole app. It builds the Trainer and runs an ordinary TrainingJob
   (with `threads` torch threads, default 1 as TrainingJob). Its main thread relays: it applies the
   commands that come down the pipe and sends progress (step, loss, steps/s, state, new history rows, new
   probe results) every PUBLISH_EVERY seconds while something changed. Messages are pickled with the plain
@@ -31,14 +35,14 @@ How it works
   gives its slot back whenever it stops stepping, paused included (it keeps its process and weights). A
   queued run that never started has no process until its turn: a full line must not hold 32 interpreters.
 - A child ignores SIGINT (Ctrl-C in the server's terminal reaches the whole process group) and ends,
-  stopping its run, when its pipe closes because the server died. Workers are daemonic: multiprocessing
-  terminates any still alive when the server exits.
+  stopping its run after the step under way, when its pipe closes: when the server exits or dies, even by
+  SIGKILL. The reader thread waits for (reaps) its worker, so no zombie is left either.
 - The probe runs in the child, so it must be picklable (a module-level function, or an instance of a
   module-level class such as transformer.probe.Probe, the app's); its results come back pickled.
   set_probe_text(text) changes the text of a probe that has a `text` attribute (assigning probe.text in the
   server changes only the server's copy).
-- Under `streamlit run`, spawn also imports streamlit's launcher script in each worker (multiprocessing
-  re-imports the main script; ~1 s and ~40 MB); `python -m streamlit run` avoids that.
+- Starting a worker costs an interpreter start and `import torch`: ~2-3 s of CPU before the first step
+  (measured on the 2-core machine; far longer in wall time when it is loaded).
 
 Snapshot states are TrainingJob's (idle, running, paused, stopped, finished, error) plus "queued".
 """
@@ -50,6 +54,8 @@ import io
 import multiprocessing
 import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -74,7 +80,16 @@ WEIGHTS_EVERY = 2.0  # seconds between weight copies a running worker sends (wha
 CHILD_SETTLE = 600.0  # seconds the worker waits for its step under way on pause / stop (the parent waits less)
 EXIT_GRACE = 5.0  # seconds a worker whose pipe has closed gets to exit before it is killed
 MAX_THREADS = 64
-SPAWN = multiprocessing.get_context("spawn")
+# The worker's first lines, run by a fresh interpreter (`python -c`): the socket it was handed, then this
+# process's sys.path, then the run's spec.
+_BOOT = (
+    "import pickle, sys\n"
+    "from multiprocessing.connection import Connection\n"
+    "conn = Connection(int(sys.argv[1]))\n"
+    "sys.path[:] = pickle.loads(conn.recv_bytes())\n"
+    "from transformer.worker import _worker_main\n"
+    "_worker_main(conn, pickle.loads(conn.recv_bytes()))\n"
+)
 
 
 def _dumps(message) -> bytes:
@@ -375,10 +390,12 @@ class ProcessJob:
             "max_seconds": self.max_seconds, "target": self.target, "probe": self.probe,
             "probe_every": self.probe_every, "idle_timeout": self.idle_timeout, "threads": self.threads,
         }
-        ours, theirs = SPAWN.Pipe()
-        proc = SPAWN.Process(target=_worker_main, args=(theirs, spec), name="training-worker", daemon=True)
+        ours, theirs = multiprocessing.Pipe()  # a socket pair, framed by multiprocessing's Connection
         try:
-            proc.start()
+            proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                                    pass_fds=(theirs.fileno(),))
+            ours.send_bytes(_dumps(list(sys.path)))  # so the worker imports what this process imports
+            ours.send_bytes(_dumps(spec))
         except Exception as exc:  # noqa: BLE001 - e.g. out of processes or memory: the page must hear why
             ours.close()
             self._status, self._reason = "error", "error"
@@ -444,10 +461,11 @@ class ProcessJob:
             self._goodbye = True
 
     def _worker_ended(self, conn, proc) -> None:
-        proc.join(EXIT_GRACE)
-        if proc.is_alive():  # it closed the pipe but hangs: it can no longer be told anything
+        try:
+            proc.wait(EXIT_GRACE)
+        except subprocess.TimeoutExpired:  # it closed the pipe but hangs: it can no longer be told anything
             proc.kill()
-            proc.join()
+            proc.wait()
         conn.close()
         with self._lock:
             self._ready = False
@@ -456,7 +474,7 @@ class ProcessJob:
                     self._status, self._reason = "stopped", "stopped"
                 elif self._status != "error":
                     self._status, self._reason = "error", "killed"
-                    self._error = _death_message(proc.exitcode, self._progress[0])
+                    self._error = _death_message(proc.returncode, self._progress[0])
             elif self._status in ("running", "paused", "queued"):  # it ended without a final word on it
                 self._status, self._reason = "stopped", self._reason or "stopped"
         self._settle_slot()  # before join() returns: the next run in line has started by then
