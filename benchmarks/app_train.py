@@ -1,6 +1,6 @@
 """How long does pressing Start on the Train page take to reach 99% held-out exact match on `reverse`? Prints JSON.
 
-Drives the page's own code path (ui/training_runs.py): the page's default settings, its
+Drives the page's own code path (ui/runs.py): the page's default settings, its
 TrainingJob with the page's probe (greedy decode + cross-attention every PROBE_EVERY steps, in the training
 thread), and, every POLL_SECONDS as the page's live fragment does, a snapshot, a heartbeat and the live
 figures (built through the page's FigureCache, then serialised as st.plotly_chart does). In the same run:
@@ -17,6 +17,7 @@ confirm_samples held-out pairs). Other processes on the machine slow every figur
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -35,20 +36,23 @@ configure_torch()
 import plotly.io as pio  # noqa: E402  (after configure_torch)
 import torch  # noqa: E402
 
-from ui import training_runs as ts  # noqa: E402
+from ui import runs  # noqa: E402
+from ui.run_settings import RunSettings  # noqa: E402
+from ui.tables.train import ALL_HEADS, TRAIN  # noqa: E402
+from transformer.charts.training import curves_figure, progress  # noqa: E402
 from transformer.job import TRAINING_THREADS, TrainingJob  # noqa: E402
 
 
-def poll(run: ts.Run, cache: ts.FigureCache) -> None:
+def poll(run: runs.Run, cache: runs.FigureCache) -> None:
     """What one refresh of the page's live fragment does, minus the websocket."""
     snapshot = run.job.snapshot()
     run.job.heartbeat()
-    ts.progress(snapshot, run.settings.target)
-    figures = [cache.get("curves", len(snapshot.history), lambda: ts.curves_figure(snapshot, run.task.name))]
+    progress(snapshot, run.settings.target)
+    figures = [cache.get("curves", len(snapshot.history), lambda: curves_figure(snapshot, run.task.name))]
     timeline = run.timeline(snapshot)
     if timeline and timeline[-1][1].error is None:
         step, result = timeline[-1]
-        figures.append(cache.get("probe", id(result), lambda: ts.probe_figure(result, step, 0, None)))
+        figures.append(cache.get("probe", id(result), lambda: runs.probe_figure(result, step, 0, None)))
     for fig in figures:
         pio.to_json(fig, validate=False)
 
@@ -71,11 +75,11 @@ def summary(job: TrainingJob, wall: float) -> dict:
     }
 
 
-def run_app(settings: ts.RunSettings, timeout: float) -> dict:
-    run, cache, poll_ms = ts.new_run(settings), ts.FigureCache(), []
+def run_app(settings: RunSettings, timeout: float) -> dict:
+    run, cache, poll_ms = runs.new_run(settings), runs.FigureCache(), []
     start = time.perf_counter()
     run.job.start()
-    while not run.job.join(ts.POLL_SECONDS) and time.perf_counter() - start < timeout:
+    while not run.job.join(runs.POLL_SECONDS) and time.perf_counter() - start < timeout:
         began = time.perf_counter()
         poll(run, cache)
         poll_ms.append((time.perf_counter() - began) * 1000)
@@ -87,8 +91,8 @@ def run_app(settings: ts.RunSettings, timeout: float) -> dict:
             "poll_ms_max": round(max(poll_ms), 1) if poll_ms else None}
 
 
-def run_bare(settings: ts.RunSettings, timeout: float) -> dict:
-    job = TrainingJob(ts.new_run(settings).job.trainer, target_exact_match=settings.target)
+def run_bare(settings: RunSettings, timeout: float) -> dict:
+    job = TrainingJob(runs.new_run(settings).job.trainer, target_exact_match=settings.target)
     start = time.perf_counter()
     job.start()
     job.join(timeout)
@@ -111,12 +115,12 @@ def click_times(clicks: int = 8, wait: float = 1.0) -> dict:
     at.button(key="train_start").click().run()
     time.sleep(wait)
     at.run()
-    job = at.session_state[ts.RUN].job
+    job = at.session_state[runs.RUN].job
     first, times = job.snapshot().step, []
     for i in range(clicks):
         time.sleep(wait)
         began = time.perf_counter()
-        at.selectbox(key="train_head").set_value(0 if i % 2 == 0 else -1).run()
+        at.selectbox(key=TRAIN.view().widget_key("head")).set_value(1 if i % 2 == 0 else ALL_HEADS).run()
         times.append((time.perf_counter() - began) * 1000)
         assert not at.exception, [e.value for e in at.exception]
     last = job.snapshot().step
@@ -133,14 +137,14 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true", help="skip the bare-job peer")
     parser.add_argument("--no-clicks", action="store_true", help="skip the click-latency measurement")
     args = parser.parse_args()
-    defaults = ts.RunSettings()
-    settings = ts.RunSettings(ts.dataclasses.replace(defaults.train, task=args.task), defaults.model, defaults.target)
+    defaults = RunSettings()
+    settings = RunSettings(dataclasses.replace(defaults.train, task=args.task), defaults.model, defaults.target)
     out = {
         "task": args.task,
         "target_exact_match": settings.target,
         "settings": json.loads(settings.key()),
-        "probe_every": ts.PROBE_EVERY,
-        "poll_seconds": ts.POLL_SECONDS,
+        "probe_every": runs.PROBE_EVERY,
+        "poll_seconds": runs.POLL_SECONDS,
         "app": run_app(settings, args.timeout),
     }
     if not args.no_peer:

@@ -1,5 +1,6 @@
 """The Train page in a real browser, opened first on a fresh server: start a tiny run, watch the curve grow,
-click a widget while it trains and see training carry on, pause, use and download the model."""
+click a widget while it trains and see training carry on, pause, use and download the model; and its link,
+opened on a second fresh server, restores the settings and retrains the same model."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 import time
 
 import pytest
-from conftest import SCRIPT_IDLE, open_app_page, screenshot
+from conftest import SCRIPT_IDLE, Server, open_app_page, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -124,3 +125,85 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     assert page.get_by_role("option", name=f"reverse-{frozen} (trained)").is_visible()
     page.keyboard.press("Escape")
     screenshot(page, "train_used")
+
+
+NUMBERS = ("max_len", "n_enc_layers", "n_dec_layers", "n_heads", "d_model", "d_ff", "dropout", "lr", "warmup",
+           "batch_size", "steps", "label_smoothing", "seed")
+CHART_DATA = """key => {
+  const chart = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+  if (!chart) return null;
+  const z = chart.data[0].z;  // sent as a typed array: its encoded bytes; else rows of numbers (NaN as null)
+  const rows = () => Array.from(z, row => Array.from(row, v => Number.isNaN(v) ? null : v));
+  return {title: chart.layout.title.text, z: z.bdata ? [z.dtype, z.shape, z.bdata] : rows()};
+}"""
+
+
+def shown(pg) -> dict:
+    """The settings the page shows: each number input, the task, the probe input and the stop-early box."""
+    values = {name: pg.locator(f".st-key-train_{name}_widget input").input_value() for name in NUMBERS}
+    values["task"] = pg.locator(".st-key-train_task_widget").inner_text()
+    values["probe"] = pg.locator(".st-key-train_probe_widget input").input_value()
+    values["stop_early"] = pg.locator(".st-key-train_stop_early_widget input").is_checked()
+    return values
+
+
+def type_number(pg, name: str, value: str) -> None:
+    box = pg.locator(f".st-key-train_{name}_widget input")
+    box.fill(value)
+    box.press("Enter")
+    settle(pg)
+
+
+def step_and_pick_head(pg) -> dict:
+    """Step (10 steps, then pause), pick Head 2: the probe chart's title and data."""
+    pg.get_by_role("button", name="Step", exact=True).click()
+    wait_until(pg, lambda: pg.get_by_text("Paused.").count() and step_shown(pg) == 10, "ten steps")
+    pick(pg, "Head", "Head 2")
+    wait_until(pg, lambda: "head 2" in ((pg.evaluate(CHART_DATA, "train_probe_chart") or {}).get("title") or ""),
+               "the head pick")
+    return pg.evaluate(CHART_DATA, "train_probe_chart")
+
+
+def test_a_copied_link_restores_the_settings_and_retrains_the_same_model(fresh_server, page, _browser):
+    pg = page
+    open_app_page(pg, f"{fresh_server.url}/train")
+    pick(pg, "Task", "Copy a string")
+    settle(pg)
+    type_number(pg, "max_len", "8")
+    for section, fields in {"Model shape": {"d_model": "32", "n_heads": "2"},
+                            "Training settings": {"seed": "5", "lr": "0.004"}}.items():
+        pg.get_by_text(section, exact=True).click()
+        for name, value in fields.items():
+            type_number(pg, name, value)
+    pg.locator(".st-key-train_stop_early_widget label").click()
+    settle(pg)
+    probe = pg.locator(".st-key-train_probe_widget input")
+    probe.fill("hello")
+    probe.press("Enter")
+    settle(pg)
+    pg.wait_for_function("() => location.search.includes('probe=hello')")
+    original = shown(pg)
+    preview = wait_until(pg, lambda: pg.evaluate(CHART_DATA, "train_preview_chart"), "the preview")
+    trained = step_and_pick_head(pg)
+    pg.wait_for_function("() => location.search.includes('head=2')", timeout=10_000)
+    link = pg.url
+    assert {"task=copy", "max_len=8", "d_model=32", "n_heads=2", "seed=5", "lr=0.004", "stop_early=0",
+            "probe=hello", "head=2"} <= set(link.split("?")[1].split("&"))
+    retrain = pg.locator(".st-key-train_retrain code").inner_text()
+    assert retrain.split("?")[1] + "&head=2" == link.split("?")[1]  # the run's settings; the page's own link
+    screenshot(pg, "train_linked_run")
+
+    other = Server()  # a second, freshly started server: nothing of the first session is there
+    try:
+        context = _browser.new_context(viewport={"width": 1400, "height": 900})
+        fresh = context.new_page()
+        fresh.set_default_timeout(30_000)
+        open_app_page(fresh, link.replace(fresh_server.url, other.url))
+        assert not fresh.get_by_text("could not be followed").count()
+        assert shown(fresh) == original
+        assert fresh.evaluate(CHART_DATA, "train_preview_chart") == preview  # the same untrained weights
+        assert fresh.url.split("?")[1] == link.split("?")[1]
+        assert step_and_pick_head(fresh) == trained  # the same ten steps of training: the same attention
+        context.close()
+    finally:
+        other.stop()

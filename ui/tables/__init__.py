@@ -6,9 +6,10 @@ from ui.tables.attention import ATTENTION
 from ui.tables.checkpoints import CHECKPOINTS
 from ui.tables.decode import DECODE
 from ui.tables.shared import SHARED
+from ui.tables.train import TRAIN
 
 TABLES: dict[str, StateTable] = {table.page: table for table in (
-    ATTENTION, CHECKPOINTS, DECODE,
+    ATTENTION, CHECKPOINTS, DECODE, TRAIN,
 )}
 
 

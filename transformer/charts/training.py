@@ -1,0 +1,58 @@
+"""The Train page's live curves and texts, built from a training job's snapshot and its probe results: the
+held-out curves, the probe's labels and export names, and the progress line. Pure functions (no streamlit);
+benchmarks/app_train.py builds the same figures to measure what a live view costs. (The probe's cross-attention
+is drawn by ui/display.py's cross_figure, the one every page uses for a decode's cross-attention.)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+from ..export import chart_filename
+from .common import token_labels
+from .stats import training_curves
+
+if TYPE_CHECKING:  # only for the annotations: these modules load torch, the figures never need it
+    from ..job import JobSnapshot
+    from ..probe import ProbeResult
+
+CURVE_POINTS = 200  # most history rows a live curve sends per refresh
+
+
+def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
+    """Held-out loss, token accuracy and exact match against the step (at most CURVE_POINTS points)."""
+    fig = training_curves(snapshot.history, title=f"Training {task_name} · held-out metrics", max_points=CURVE_POINTS)
+    return fig.update_layout(margin_t=96)  # room for the legend between the title and the plot
+
+
+def probe_labels(result: ProbeResult) -> tuple[list[str], list[str]]:
+    """(query labels: the output tokens, key labels: the source tokens) for the probe's cross-attention."""
+    return token_labels(result.output_pieces), token_labels(result.source_pieces)
+
+
+def probe_filename(task_name: str, step: int, layer: int, head: int | None) -> str:
+    """e.g. reverse_cross_L1H3_train0250, or reverse_cross_L1_train0250 for all heads."""
+    return f"{chart_filename(task_name, 'cross', layer, head)}_train{step:04d}"
+
+
+def format_seconds(seconds: float) -> str:
+    """"42 s", or "3 min 05 s" from 90 seconds on."""
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 90 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def progress(snapshot: JobSnapshot, target: float | None) -> tuple[float, str]:
+    """Progress bar fraction and its text: steps, steps/s and the time left at the current rate (or, once the
+    job is not running, how long it trained)."""
+    done = min(snapshot.step / snapshot.max_steps, 1.0)
+    text = f"Step {snapshot.step:,} of {snapshot.max_steps:,}"
+    if snapshot.state == "running" and snapshot.steps_per_s > 0:
+        left = (snapshot.max_steps - snapshot.step) / snapshot.steps_per_s
+        text += f" · {snapshot.steps_per_s:.1f} steps/s · {format_seconds(left)} left at most"
+        if target is not None:
+            text += f" (it stops sooner at {target:.0%} held-out exact match)"
+    else:
+        text += f" · {format_seconds(snapshot.elapsed)} of training"
+    return done, text

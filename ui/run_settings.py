@@ -1,0 +1,87 @@
+"""What a training run is built from (`RunSettings`: training settings, model shape, early-stop target), its
+defaults, and the checks and summary the Train page shows. No streamlit: the Train page's state table
+(ui/tables/train.py) turns its view into these settings, and benchmarks/app_train.py trains the defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformer.config import BOUNDS, ModelConfig
+from transformer.tasks import TASKS, make_task
+from transformer.training import MODEL_DEFAULTS, TrainConfig
+
+TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
+MODEL_DEFAULTS_ALL: dict[str, Any] = {
+    **MODEL_DEFAULTS,
+    **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ("norm", "positional")},
+}
+TRAIN_DEFAULTS = TrainConfig()
+NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}
+POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "None"}
+
+
+def task_defaults(task: str) -> dict[str, int]:
+    """A task's parameters and their defaults, read from its constructor."""
+    params = inspect.signature(TASKS[task].__init__).parameters
+    return {name: p.default for name, p in params.items() if name != "self"}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything a run is built from: training settings, model-shape overrides, and the early-stop target."""
+
+    train: TrainConfig = field(default_factory=TrainConfig)
+    model: dict = field(default_factory=lambda: dict(MODEL_DEFAULTS_ALL))
+    target: float | None = TARGET_EXACT_MATCH
+
+    def key(self) -> str:
+        """A stable text form, for cache keys."""
+        return json.dumps({"train": self.train.to_dict(), "model": self.model, "target": self.target},
+                          sort_keys=True)
+
+
+def task_problem(task: str, params: dict) -> str | None:
+    """What is wrong with a task's parameters (e.g. the shortest string longer than the longest), or None."""
+    try:
+        make_task(task, **params)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def model_problem(model: dict) -> str | None:
+    """What is wrong with a model shape (e.g. d_model not divisible by the heads), or None."""
+    try:
+        ModelConfig(src_vocab=BOUNDS["src_vocab"][0], tgt_vocab=BOUNDS["tgt_vocab"][0], **model)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def settings_problem(settings: RunSettings) -> str | None:
+    """The first thing wrong with `settings`, in the library's words; None when a run can be built."""
+    try:
+        settings.train.validate()
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    if (problem := model_problem(settings.model)) is not None:
+        return problem
+    if settings.target is not None and not 0 < settings.target <= 1:
+        return f"the target exact match must lie in (0, 1], got {settings.target}"
+    return None
+
+
+def settings_summary(settings: RunSettings) -> str:
+    """One line (markdown) naming the model shape and the training settings."""
+    m, t = settings.model, settings.train
+    stop = f", stop at {settings.target:.0%} exact match" if settings.target is not None else ""
+    return (f"**Model:** {m['n_enc_layers']} encoder + {m['n_dec_layers']} decoder layer(s), {m['n_heads']} heads, "
+            f"d_model {m['d_model']}, d_ff {m['d_ff']}, dropout {m['dropout']:g}, {m['norm']}-norm, "
+            f"{POSITIONAL_LABELS[m['positional']].lower()} positions · **Training:** learning rate {t.lr:g} "
+            f"(warm-up {t.warmup}), batch {t.batch_size}, up to {t.steps:,} steps, label smoothing "
+            f"{t.label_smoothing:g}, seed {t.seed}{stop}")

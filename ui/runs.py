@@ -1,0 +1,259 @@
+"""A session's training run: the Run (its job, probe and settings), kept in st.session_state; the untrained
+preview; a per-server keeper that heartbeats jobs whose browser session is still connected (so switching
+pages never stops training) and stops those whose session is gone; and the few things the Train page leaves
+for its own next run (a start request, a message, the figures it last built, drawn by the same functions
+as every page's).
+
+The job is created in `new_run` and used only through Run's methods: that is the one place a different kind
+of job (a worker process instead of a thread) plugs in. benchmarks/app_train.py runs the same Run, probe and
+figures, so it measures what the page runs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+
+from transformer.bundle import ModelBundle
+from transformer.job import JobSnapshot, TrainingJob
+from transformer.probe import Probe, ProbeResult, example_input, run_probe
+from transformer.tasks import Task, make_task
+from transformer.training import TrainConfig, Trainer
+from ui import display
+from ui.run_settings import RunSettings
+
+RUN = "train_run"  # session_state key of the current Run
+POLL_SECONDS = 0.75  # live view refresh while training runs
+PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it keeps MAX_PROBES)
+IDLE_TIMEOUT = 60.0  # seconds without a heartbeat before a running job of a vanished session stops
+KEEPER_PERIOD = 5.0  # seconds between the keeper's sweeps
+MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
+
+
+@dataclass
+class Run:
+    """One training run of a session: the job, its probe, what it was built from, and a probe taken on
+    demand (step, result) when the probe text changes while the job is not stepping."""
+
+    job: TrainingJob
+    probe: Probe
+    settings: RunSettings
+    task: Task
+    manual: tuple[int, ProbeResult] | None = None
+    added: dict[int, str] = field(default_factory=dict)  # step -> model entry key, once "used"
+
+    # -- the job, through these only
+    def snapshot(self) -> JobSnapshot:
+        return self.job.snapshot()
+
+    def bundle(self, name: str | None = None) -> ModelBundle:
+        """The model as of now (taken between steps: its card names the step its weights are at)."""
+        return self.job.bundle(name)
+
+    def start(self, steps: int | None = None) -> None:
+        """Train (or run exactly `steps` steps, then pause). JobLimitError when the server runs its cap."""
+        if steps is None:
+            self.job.start()
+        else:
+            self.job.step(steps)
+
+    def step(self, steps: int) -> None:
+        """A paused run runs exactly `steps` more steps, then pauses again."""
+        self.job.step(steps)
+
+    def pause(self) -> None:
+        self.job.pause()
+
+    def resume(self) -> None:
+        self.job.resume()
+
+    def stop(self) -> None:
+        """End training for good (the thread ends after the current step); the model so far is kept."""
+        self.job.stop()
+
+    def heartbeat(self) -> None:
+        self.job.heartbeat()
+
+    # -- the probe
+    def timeline(self, snapshot: JobSnapshot) -> list[tuple[int, ProbeResult]]:
+        """The probe snapshots, oldest first, with the on-demand probe as the newest when it is."""
+        probes = list(snapshot.probes)
+        if self.manual is not None and (not probes or self.manual[0] >= probes[-1][0]):
+            if probes and probes[-1][0] == self.manual[0]:
+                probes.pop()
+            probes.append(self.manual)
+        return probes
+
+    def probe_now(self, text: str) -> ProbeResult:
+        """Decode `text` with the current weights; on success the job probes it from now on."""
+        bundle = self.bundle()
+        result = run_probe(bundle, text)
+        if result.error is None:
+            self.probe.text = text
+            self.manual = (bundle.card["steps"], result)
+        return result
+
+    def catch_up(self) -> None:
+        """Probe the current weights when the newest probe is older than them (call once a job stops
+        stepping: paused, stopped, finished, failed), so the view shows where training stands."""
+        snapshot = self.snapshot()
+        timeline = self.timeline(snapshot)
+        if not timeline or timeline[-1][0] < snapshot.step:
+            bundle = self.bundle()
+            self.manual = (bundle.card["steps"], run_probe(bundle, self.probe.text))
+
+
+def new_run(settings: RunSettings, probe_text: str | None = None) -> Run:
+    """A run that has not started: its job (here a TrainingJob: a thread of this process) and its probe
+    (default: the task's example)."""
+    task = make_task(settings.train.task, **settings.train.task_params)
+    probe = Probe(probe_text or example_input(task))
+    job = TrainingJob(Trainer(settings.train, settings.model), target_exact_match=settings.target, probe=probe,
+                      probe_every=PROBE_EVERY, idle_timeout=IDLE_TIMEOUT)
+    return Run(job, probe, settings, task)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def preview(settings_key: str, text: str) -> ProbeResult:
+    """What the probe shows before Start: the untrained model of these settings (same seed as the run)."""
+    data = json.loads(settings_key)
+    trainer = Trainer(TrainConfig(**data["train"]), data["model"])
+    return run_probe(trainer.bundle(), text)
+
+
+def current_run() -> Run | None:
+    return st.session_state.get(RUN)
+
+
+def launch(run: Run, steps: int | None = None) -> None:
+    """Start the run (or run exactly `steps` steps, then pause) and keep it in this session.
+    JobLimitError when the server already runs its cap of jobs."""
+    run.start(steps)
+    st.session_state[RUN] = run
+    _register(run.job, _session_id())
+
+
+def discard_run() -> None:
+    """Stop this session's run (its thread ends after the current step) and forget it."""
+    run = st.session_state.pop(RUN, None)
+    if run is not None:
+        run.stop()
+
+
+# --------------------------------------------------------------------------------------------- keeper
+
+_registry: dict[TrainingJob, list] = {}  # job -> [session id or None, last time the session was seen]
+_registry_lock = threading.Lock()
+_keeper: threading.Thread | None = None
+
+
+def _session_id() -> str | None:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
+
+
+def _register(job: TrainingJob, session_id: str | None) -> None:
+    global _keeper
+    with _registry_lock:
+        _registry[job] = [session_id, time.monotonic()]
+        if _keeper is None or not _keeper.is_alive():
+            _keeper = threading.Thread(target=_keep, name="training-keeper", daemon=True)
+            _keeper.start()
+
+
+def sweep(is_active: Callable[[str], bool], now: float | None = None) -> None:
+    """One keeper pass: forget ended jobs; heartbeat jobs whose session is connected; stop any job (paused
+    ones included: their own timeout only watches running jobs) whose session has been gone IDLE_TIMEOUT s."""
+    now = time.monotonic() if now is None else now
+    with _registry_lock:
+        entries = list(_registry.items())
+    for job, entry in entries:
+        session_id, seen = entry
+        if job.join(0):
+            with _registry_lock:
+                _registry.pop(job, None)
+        elif session_id is not None and is_active(session_id):
+            entry[1] = now
+            job.heartbeat()
+        elif now - seen > IDLE_TIMEOUT:
+            job.stop()
+
+
+def _keep() -> None:
+    from streamlit.runtime import Runtime
+
+    while True:
+        time.sleep(KEEPER_PERIOD)
+        if Runtime.exists():  # under AppTest there is no server, and the page's polls heartbeat instead
+            sweep(Runtime.instance().is_active_session)
+
+
+# ------------------------------------------------------------------ what the page leaves for its next run
+
+START = "train_start_request"  # {"steps": None or N}: Start/Step clicked, the page starts the run
+MESSAGES = "train_messages"  # {slot: (kind, text)}: a message a callback leaves for the page to show
+DRAWN = "train_drawn_state"  # the job state the page was last drawn for
+FIGURES = "train_figures"  # this session's FigureCache
+
+
+def request_start(steps: int | None = None) -> None:
+    """Start/Step callback: the page starts the run once it has read this rerun's settings (a callback's
+    bound arguments would hold the settings of the previous run, missing an edit made just before)."""
+    st.session_state[START] = {"steps": steps}
+
+
+def take_start_request() -> dict | None:
+    return st.session_state.pop(START, None)
+
+
+def say(kind: str, text: str, slot: str = "controls") -> None:
+    """Leave a message (`kind`: an st function name) for the next run of the page, shown at `slot`
+    (callbacks cannot draw there)."""
+    st.session_state.setdefault(MESSAGES, {})[slot] = (kind, text)
+
+
+def take_message(slot: str) -> tuple[str, str] | None:
+    return st.session_state.get(MESSAGES, {}).pop(slot, None)
+
+
+def drawn_state() -> str | None:
+    return st.session_state.get(DRAWN)
+
+
+def set_drawn_state(state: str | None) -> None:
+    st.session_state[DRAWN] = state
+
+
+class FigureCache:
+    """The last figure built for each slot, rebuilt only when its key changes: a live view redraws every
+    poll, but building a plotly figure costs far more (~50-100 ms of Python, holding the GIL the training
+    thread needs) than sending one again."""
+
+    def __init__(self):
+        self._slots: dict[str, tuple[Any, Any]] = {}
+
+    def get(self, slot: str, key, build: Callable[[], Any]):
+        hit = self._slots.get(slot)
+        if hit is None or hit[0] != key:
+            hit = self._slots[slot] = (key, build())
+        return hit[1]
+
+
+def figures() -> FigureCache:
+    return st.session_state.setdefault(FIGURES, FigureCache())
+
+
+def probe_figure(result: ProbeResult, step: int, layer: int, head: int | None):
+    """The probe's cross-attention at training step `step`: one head (0-based `layer`, `head`), or every head
+    of every layer (head=None); tall enough to read when an early model writes only a token or two."""
+    fig = display.cross_figure(result, layer, display.ALL_HEADS if head is None else head,
+                               extra=f"training step {step:,}")
+    return fig.update_layout(height=max(fig.layout.height, MIN_PROBE_HEIGHT))

@@ -1,0 +1,150 @@
+"""The Train page's view: the task and its parameters, the model shape, the training settings, the probe input
+and the probe view's layer and head. Each numeric setting's prop is also its number input's spec (label,
+bounds, step, help): one source for the bounds a widget offers and a link may set.
+
+Training is seeded, so a link with these settings retrains the same model (opening it fills the settings; it
+does not start training). `settings_of` turns the view into RunSettings, `values_of` a run's settings back
+into the view (for the link that retrains a run's model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from transformer.config import BOUNDS
+from transformer.tasks import TASKS
+from ui.run_settings import (
+    MODEL_DEFAULTS_ALL, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings,
+    task_defaults,
+)
+from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
+
+
+@dataclass(frozen=True)
+class IntSetting(Int):
+    """A whole-number setting: its bounds are its number input's bounds."""
+
+    label: str = ""
+    step: int = 1
+    help: str = ""
+    fmt: str | None = None
+
+    def widget_args(self) -> dict:
+        """st.number_input's arguments after the label."""
+        return {"min_value": self.lo, "max_value": self.hi, "step": self.step, "format": self.fmt, "help": self.help}
+
+
+@dataclass(frozen=True)
+class FloatSetting(Float):
+    """A setting that takes any number in its bounds (`fmt`: the number input's printf format)."""
+
+    label: str = ""
+    step: float = 0.01
+    help: str = ""
+    fmt: str | None = None
+
+    def format(self, value: float) -> str:
+        return f"{value:.12g}"  # a learning rate keeps its digits (%g would round it to six)
+
+    def normal(self, value: float) -> float:
+        """`value` as a link writes it back (0.15, not a number input's 0.15000000000000002), so the run
+        trained from the view and the run a link retrains get the very same number."""
+        return float(self.format(value))
+
+    def widget_args(self) -> dict:
+        return {"min_value": float(self.lo), "max_value": float(self.hi), "step": self.step, "format": self.fmt,
+                "help": self.help}
+
+
+def _param_defaults() -> dict[str, int]:
+    """Every task parameter's default (tasks that share a parameter share its default)."""
+    out: dict[str, int] = {}
+    for task in TASKS:
+        for name, default in task_defaults(task).items():
+            if out.setdefault(name, default) != default:
+                raise ValueError(f"tasks disagree on the default of {name}")
+    return out
+
+
+_M, _T, _P = MODEL_DEFAULTS_ALL, dataclasses.asdict(TRAIN_DEFAULTS), _param_defaults()
+
+MODEL_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p for p in (
+    IntSetting("n_enc_layers", _M["n_enc_layers"], lo=1, hi=6, label="Encoder layers",
+               help="Stacked encoder blocks (self-attention + feed-forward)."),
+    IntSetting("n_dec_layers", _M["n_dec_layers"], lo=1, hi=6, label="Decoder layers",
+               help="Stacked decoder blocks (masked self-, cross-attention, feed-forward)."),
+    IntSetting("n_heads", _M["n_heads"], lo=1, hi=16, label="Heads",
+               help="Attention heads per layer; d_model must divide evenly among them."),
+    IntSetting("d_model", _M["d_model"], lo=8, hi=512, step=8, label="d_model", help="Width of every token vector."),
+    IntSetting("d_ff", _M["d_ff"], lo=8, hi=2048, step=8, label="d_ff",
+               help="Hidden width of the feed-forward sublayer."),
+    FloatSetting("dropout", _M["dropout"], lo=0.0, hi=0.5, step=0.05, label="Dropout", fmt="%.2f",
+                 help="Fraction of activations zeroed while training."),
+)}
+TRAIN_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p for p in (
+    FloatSetting("lr", _T["lr"], lo=1e-5, hi=0.05, step=5e-4, label="Learning rate", fmt="%.4f",
+                 help="Peak learning rate, reached after the warm-up."),
+    IntSetting("warmup", _T["warmup"], lo=0, hi=5000, step=50, label="Warm-up steps",
+               help="Steps over which the learning rate rises linearly."),
+    IntSetting("batch_size", _T["batch_size"], lo=1, hi=1024, step=16, label="Batch size",
+               help="Training pairs per step."),
+    IntSetting("steps", _T["steps"], lo=1, hi=100_000, step=100, label="Total steps",
+               help="The most optimisation steps to run; the learning rate schedule spans them."),
+    FloatSetting("label_smoothing", _T["label_smoothing"], lo=0.0, hi=0.5, step=0.05, label="Label smoothing",
+                 fmt="%.2f", help="Probability mass spread over wrong tokens in the loss."),
+    IntSetting("seed", _T["seed"], lo=0, hi=2**31 - 1, label="Seed",
+               help="Seeds the weights and the training batches."),
+)}
+# a task's own parameters; the others do not apply to it (a link that sets one is refused with a note)
+PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
+    IntSetting("min_len", _P["min_len"], lo=1, hi=48, label="Shortest string", depends_on=("task",),
+               help="Fewest letters in a training string."),
+    IntSetting("max_len", _P["max_len"], lo=1, hi=48, label="Longest string", depends_on=("task",),
+               help="Most letters in a training string."),
+    IntSetting("max_digits", _P["max_digits"], lo=1, hi=8, label="Digits per number", depends_on=("task",),
+               help="Each of the two numbers has up to this many digits."),
+    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, label="Earliest year", depends_on=("task",),
+               help="Dates are drawn from this year on."),
+    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, label="Latest year", depends_on=("task",),
+               help="Dates are drawn up to this year."),
+    IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, label="Largest number", depends_on=("task",),
+               help="Numbers run from zero to this."),
+)}
+ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
+
+TRAIN = register(StateTable("train", (
+    Choice("task", default=TRAIN_DEFAULTS.task, options=tuple(TASKS)),
+    *PARAM_FIELDS.values(),
+    *MODEL_FIELDS.values(),
+    Choice("norm", default=_M["norm"], options=tuple(NORM_LABELS)),
+    Choice("positional", default=_M["positional"], options=tuple(POSITIONAL_LABELS)),
+    *TRAIN_FIELDS.values(),
+    Flag("stop_early", default=True),  # stop at TARGET_EXACT_MATCH held-out exact match
+    Text("probe", default=None, max_chars=120, depends_on=("task",)),  # None: the task's first example
+    Int("layer", default=1, lo=1, hi=int(BOUNDS["n_dec_layers"][1])),  # the probe view's decoder layer, 1-based
+    Int("head", default=ALL_HEADS, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
+    # the page's own, not in the URL: Step's count, following the newest probe, the snapshot shown, the name
+    IntSetting("step_count", 10, lo=1, hi=1000, label="Step count", url=False),
+    Flag("follow", default=True, url=False),
+    Int("snapshot", default=None, lo=0, hi=10**9, url=False),
+    Text("name", default=None, max_chars=60, url=False),
+)))
+
+
+def settings_of(values: dict) -> RunSettings:
+    """The run settings a view shows (`values`: {prop name: value}, e.g. View.values())."""
+    task = values["task"]
+    task_params = {name: values[name] for name in task_defaults(task)}
+    model = {name: values[name] for name in (*MODEL_FIELDS, "norm", "positional")}
+    train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params,
+                                **{name: values[name] for name in TRAIN_FIELDS})
+    return RunSettings(train, model, TARGET_EXACT_MATCH if values["stop_early"] else None)
+
+
+def values_of(settings: RunSettings) -> dict:
+    """The view values of a run's settings (the inverse of `settings_of` on the settings props)."""
+    train = settings.train
+    return {"task": train.task, **{name: p.default for name, p in PARAM_FIELDS.items()}, **train.task_params,
+            **{name: settings.model[name] for name in (*MODEL_FIELDS, "norm", "positional")},
+            **{name: getattr(train, name) for name in TRAIN_FIELDS}, "stop_early": settings.target is not None}
