@@ -22,7 +22,9 @@ from transformer.masks import padding_mask
 from transformer.model import EncoderDecoder
 from transformer.special_tokens import BOS
 from transformer.tasks import make_task
+from transformer.tokenizers import CharTokenizer
 from ui.decodes import TOPK
+from ui.markdown import code, plain
 from transformer.trace import AttentionTrace
 
 PAGE = "pages/explore/decode.py"
@@ -190,7 +192,7 @@ def test_bad_input_shows_a_message_and_the_page_recovers(page):
                          ("abc" * 30, "reads at most")):
         page.text_input(key=INPUT_BOX).input(bad).run()
         assert not page.exception
-        assert any(message in e.value for e in page.error), (bad, [e.value for e in page.error])
+        assert any(message in plain(e.value) for e in page.error), (bad, [e.value for e in page.error])
         assert not page.get("plotly_chart")
         assert page.title[0].value == "Step-by-step decoding"
     example = page.button_group(key=EXAMPLES).options[1]
@@ -292,3 +294,23 @@ def test_a_link_to_a_kept_model_brings_it_back_in_a_new_session_and_a_lost_one_s
     assert not lost.exception
     assert any("no longer kept" in w.value for w in lost.warning)
     assert lost.selectbox(key="active_model_widget").value == "shipped:reverse"
+
+
+def test_tokens_that_read_as_markdown_are_shown_as_code_never_rendered(page):
+    """A vocabulary of markdown and HTML characters: whatever the (untrained) model writes lands in code spans
+    fenced longer than any run of backticks in it, so nothing it writes can close the span and render."""
+    task = make_task("reverse")
+    tokenizer = CharTokenizer("ab`<>![]()*_$:/")
+    torch.manual_seed(14)  # a seed whose untrained model writes backticks and angle brackets
+    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, max_len=16, d_model=16,
+                         n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1)
+    hostile = ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "markdown"})
+    page.session_state["session_models"] = {"trained:markdown": ("trained", hostile)}
+    page.run()
+    page.selectbox(key="active_model_widget").set_value("trained:markdown").run()
+    page.text_input(key=INPUT_BOX).input("a`<b>![a](b)**").run()
+    assert not page.exception and not page.error
+    result = greedy_decode(hostile.model, hostile.tokenizer, "a`<b>![a](b)**")
+    assert "`" in result.output_text and "<" in result.output_text, "the model should write markdown characters"
+    line = next(m.value for m in page.markdown if m.value.startswith("**Output:**"))
+    assert line.startswith(f"**Output:** {code(result.output_text)} ")

@@ -20,6 +20,15 @@ def literal(text: str) -> str:
     return PUNCTUATION.sub(r"\\\1", AUTOLINK.sub(WORD_JOINER, flat))
 
 
+def code(text: str) -> str:
+    """Markdown inline code that shows `text` as written: fenced by one backtick more than its longest run of
+    backticks (CommonMark), so a token like `a`<img>` cannot close the span and render what follows."""
+    flat = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat.strip(" ") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
 def plain(markdown: str) -> str:
     """The text `literal` was given (its line breaks as spaces): what the reader sees."""
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace(WORD_JOINER, "")

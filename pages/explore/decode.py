@@ -13,6 +13,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes
 from ui import model_registry as registry
 from ui.display import csv_download, show_figure
+from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.decode import BEAM_WIDTHS, DECODE
 from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
@@ -119,10 +120,10 @@ def choice_line(result: DecodeResult, t: int) -> None:
     shown = plain(step.piece)
     if step.forced:
         own = step.topk[0]
-        st.markdown(f"**Step {t + 1}:** you forced **`{shown}`** (the model gave it {pct(step.prob)}); "
-                    f"the model's own choice was `{plain(own.piece)}` at {pct(own.prob)}.")
+        st.markdown(f"**Step {t + 1}:** you forced **{code(shown)}** (the model gave it {pct(step.prob)}); "
+                    f"the model's own choice was {code(plain(own.piece))} at {pct(own.prob)}.")
     else:
-        st.markdown(f"**Step {t + 1}:** the model chooses **`{shown}`** with probability **{pct(step.prob)}**.")
+        st.markdown(f"**Step {t + 1}:** the model chooses **{code(shown)}** with probability **{pct(step.prob)}**.")
 
 
 def force(view: View, t: int, token: int, model_choice: int) -> None:
@@ -160,7 +161,7 @@ def output_chips(result: DecodeResult, other: DecodeResult) -> str:
 
 def output_line(name: str, result: DecodeResult, answer: str | None) -> str:
     cut = "" if result.finished else " · cut at the length limit (no `</s>`)"
-    return f"**{name}:** `{result.output_text or '(empty)'}` {verdict(result.output_text, answer)}{cut}"
+    return f"**{name}:** {code(result.output_text or '(empty)')} {verdict(result.output_text, answer)}{cut}"
 
 
 def outcome(view: View, result: DecodeResult, greedy: DecodeResult, answer: str | None, why: str) -> None:
@@ -177,7 +178,7 @@ def outcome(view: View, result: DecodeResult, greedy: DecodeResult, answer: str 
         st.button("Reset to greedy", icon=":material/restart_alt:", key="decode_reset",
                   on_click=view.set, args=("force", ()))
     if answer is not None:
-        st.markdown(f"**Expected** (the task's rule): `{answer}`")
+        st.markdown(f"**Expected** (the task's rule): {code(answer)}")
     else:
         st.caption(f"No expected answer for this input: {why}")
 
@@ -189,7 +190,7 @@ def step_charts(bundle, result: DecodeResult, t: int) -> None:
                    title=f"Next-token probabilities · step {t + 1}")
     show_figure(fig, chart_filename(task, "topk", step=t), key="decode_chart_topk")
     if not any(c.id == step.token for c in step.topk):
-        st.caption(f"The forced token `{plain(step.piece)}` is not among the model's top {len(step.topk)}.")
+        st.caption(f"The forced token {code(plain(step.piece))} is not among the model's top {len(step.topk)}.")
 
 
 def attention_charts(bundle, result: DecodeResult, t: int) -> None:
@@ -276,7 +277,7 @@ def beam_panel(view: View, key: str, version: int, text: str, bundle, greedy: De
                                         (right, f"Beam search, width {width}", beam.text, beam.score)):
         with column.container(border=True):
             st.markdown(f"**{name}**")
-            st.markdown(f"`{output or '(empty)'}` {verdict(output, answer)}")
+            st.markdown(f"{code(output or '(empty)')} {verdict(output, answer)}")
             st.markdown(f"total log-probability **{score:.4g}** (probability {pct(math.exp(score))})")
     if beam.text == greedy.output_text:
         st.caption(":material/check: Both find the same output.")
@@ -299,7 +300,7 @@ def main() -> None:
         if view.from_link("input"):  # a link's input the model cannot read: its first example instead
             view.refuse("input", str(exc))
             st.rerun()
-        st.error(f"This input cannot be decoded: {exc}.", icon=":material/error:")
+        st.error(f"This input cannot be decoded: {literal(str(exc))}.", icon=":material/error:")
         st.caption("Pick an example above, or type an input in the model's alphabet.")
         finish(view, notes)
         return
