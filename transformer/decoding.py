@@ -16,6 +16,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from .budget import BudgetError, decode_estimate
 from .masks import padding_mask
 from .model import DecoderCache, EncoderDecoder
 from .special_tokens import BOS, EOS, PAD
@@ -27,6 +28,19 @@ Source = str | Sequence[int]  # text, or token ids (taken as they are: no <s>/</
 
 class DecodeError(ValueError):
     """The input or a decoding option cannot be used with this model; the message says why."""
+
+
+class DecodeBudgetError(DecodeError, BudgetError):
+    """The traces of this decode would exceed the model budget (AP_MODEL_BUDGET_MB): refused before any
+    work. Both a DecodeError (pages show its message like any decode error) and a BudgetError."""
+
+
+def check_decode_budget(model: EncoderDecoder, source_len: int, steps: int, json_output: bool = False) -> None:
+    """DecodeBudgetError when a traced decode of `source_len` tokens for up to `steps` steps (`json_output`:
+    plus its JSON text) would need more memory than AP_MODEL_BUDGET_MB allows (see transformer.budget)."""
+    estimate = decode_estimate(model.config, source_len, steps, json_output)
+    if not estimate.fits():
+        raise DecodeBudgetError(estimate.message())
 
 
 @torch.no_grad()
@@ -325,6 +339,7 @@ def greedy_decode(
     force = _check_force(model, force)
     if not isinstance(k, int) or k < 1:
         raise DecodeError(f"k must be a positive integer, got {k!r}")
+    check_decode_budget(model, len(src_ids), budget)
     k = min(k, model.config.tgt_vocab)
     src = _tensor(src_ids, model)
     src_mask = padding_mask(src)
@@ -375,6 +390,8 @@ def teacher_forced(
     if len(tgt_ids) > model.config.max_len:
         raise DecodeError(f"the target is {len(tgt_ids) - 1} tokens long; this model writes at most "
                           f"{model.config.max_len - 1}")
+    if trace:
+        check_decode_budget(model, len(src_ids), len(tgt_ids))
     record = AttentionTrace() if trace else None
     src, tgt = _tensor(src_ids, model), _tensor(tgt_ids, model)
     src_mask = padding_mask(src)
