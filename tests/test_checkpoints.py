@@ -346,7 +346,7 @@ def test_listing_reads_headers_only_and_reports_broken_files(bundle, good_bytes,
     assert good.parameters == bundle.model.num_parameters()
     assert good.size == len(good_bytes) and good.card == CARD and good.config == bundle.config.to_dict()
     assert list_checkpoints(tmp_path / "missing") == []
-    assert "No such file" in read_info(tmp_path / "gone.safetensors").error
+    assert "no such file" in read_info(tmp_path / "gone.safetensors").error.lower()
 
 
 def test_saved_file_has_ordinary_permissions(bundle, tmp_path):

@@ -15,13 +15,15 @@ class ModelBundle:
 
     `card` holds plain JSON-able facts: name, created (ISO time), steps, seconds, exact_match,
     token_accuracy, loss, and anything else worth showing. Treat the model as read-only once built:
-    cached bundles are shared by every browser session.
+    cached bundles are shared by every browser session. `notes` says what loading had to drop from the
+    file's card (see transformer.cards); safe to show, never holding the dropped values.
     """
 
     model: EncoderDecoder
     tokenizer: Tokenizer
     task: Task
     card: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def config(self):

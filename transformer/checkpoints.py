@@ -11,11 +11,18 @@ File layout (format version 1). A standard safetensors file whose tensors are th
 
 Every file is treated as untrusted: the size is capped before reading, the header is parsed and bounded
 here before the safetensors library sees it, keys and config values are checked, every tensor's name,
-shape and dtype is compared with the model built from the config before anything is loaded, and non-finite
-weights are refused. Any failure raises one `CheckpointError` with a readable message.
+shape and dtype is compared with the model built from the config before anything is loaded, the memory
+that loading needs is checked against the model budget (`budget.load_estimate`, AP_MODEL_BUDGET_MB) before
+any tensor is read, and non-finite weights are refused. Only regular files are opened (a FIFO, a device or a
+symlink to one is refused from `os.stat`, never opened). The card is validated field by field
+(`cards.clean_card`): a wrong field is dropped with a note in `ModelBundle.notes` / `CheckpointInfo.notes`.
+Any failure raises one `CheckpointError` with a readable message.
 
 PyTorch `.pt` files are accepted only through `torch.load(weights_only=True)` (no code can run) by
-`load_state_dict_file`. Such a file holds either
+`load_state_dict_file`, and only as the zip archive `torch.save` writes: its central directory's
+uncompressed sizes are summed before `torch.load` and an archive unpacking to more than `max_bytes` (or a
+pickle above MAX_HEADER_BYTES) is refused, so a small file of deflated zeros cannot inflate to gigabytes.
+Such a file holds either
   * a dict {"state_dict": {name: tensor}, "format_version": 1, "config": ..., "tokenizer": ...,
     "task": ..., "card": ...} with the same meanings as above (what `torch.save(bundle_metadata(b) |
     {"state_dict": b.model.state_dict()}, path)` writes), or
@@ -28,8 +35,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import struct
 import tempfile
+import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -40,7 +49,14 @@ from typing import BinaryIO, Union
 import safetensors.torch
 import torch
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: see _lock
+    fcntl = None
+
+from .budget import load_estimate
 from .bundle import ModelBundle
+from .cards import clean_card
 from .config import ModelConfig
 from .model import EncoderDecoder
 from .tasks import make_task
@@ -74,6 +90,7 @@ class CheckpointInfo:
     parameters: int = 0
     card: dict = field(default_factory=dict)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)  # card fields dropped as invalid (see cards.clean_card)
 
 
 # ----------------------------------------------------------------------------------------------- saving
@@ -101,22 +118,77 @@ def bundle_to_bytes(bundle: ModelBundle) -> bytes:
 
 def save_bundle(bundle: ModelBundle, path: str | os.PathLike) -> Path:
     """Write `bundle` to `path` atomically: a temp file in the same folder, fsync, then os.replace.
-    If anything fails, a file already at `path` is untouched and no temp file is left behind."""
+    If anything fails, a file already at `path` is untouched and no temp file is left behind.
+
+    The temp file is locked (flock) while it is written, so a process killed mid-save leaves an unlocked
+    `.NAME.XXXXXXXX.tmp`; the next save to the same path removes such leftovers (never a temp file that
+    another save still holds)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = bundle_to_bytes(bundle)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_leftover_temps(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
+            _lock(f.fileno(), blocking=True)  # held until the file is closed, after os.replace
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
-        os.replace(tmp, path)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+TEMP_SUFFIX = ".tmp"
+_TEMP_RANDOM = 8  # mkstemp's random part
+
+
+def remove_leftover_temps(path: str | os.PathLike) -> list[Path]:
+    """Remove the temp files that killed saves to `path` left in its folder (regular files named like
+    save_bundle's temps for this name, and not locked by a save under way); returns those removed."""
+    path = Path(path)
+    prefix, removed = f".{path.name}.", []
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)
+                and len(name) == len(prefix) + _TEMP_RANDOM + len(TEMP_SUFFIX)):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):  # never touch links, FIFOs or devices
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) and _lock(fd, blocking=False):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _lock(fd: int, blocking: bool) -> bool:
+    """An exclusive flock on `fd` (True), or False when another open file holds one. Where flock does not
+    exist, no lock is taken and leftovers are recognised by age instead (older than an hour)."""
+    if fcntl is None:
+        import time
+
+        return blocking or time.time() - os.fstat(fd).st_mtime > 3600
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _umask() -> int:
@@ -148,6 +220,10 @@ def load_state_dict_file(
     `metadata` supplies "config", "tokenizer", "task" (and optionally "format_version", "card")."""
     with _as_checkpoint_error():
         data = _read_capped(source, max_bytes)
+        _check_pt_archive(data, max_bytes)
+        if metadata is not None:  # a bare state dict: its config is known before torch.load
+            load_estimate(ModelConfig.from_dict(_check_metadata(
+                {"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))["config"])).check()
         try:
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
         except Exception:  # torch's own text advises loading unsafely: never pass that on to a user
@@ -176,33 +252,36 @@ def load_state_dict_file(
 
 
 def read_info(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) -> CheckpointInfo:
-    """A checkpoint's description from its header alone; `error` holds the reason if it is broken."""
+    """A checkpoint's description from its header alone; `error` holds the reason if it is broken.
+    Never raises for anything a file (or a FIFO, device or dangling link in its place) can hold."""
     path = Path(path)
-    info = CheckpointInfo(path=path, size=path.stat().st_size if path.is_file() else 0)
+    info = CheckpointInfo(path=path, size=0)
     try:
         with _as_checkpoint_error():
-            if info.size > max_bytes:
-                raise CheckpointError(_too_big(info.size, max_bytes))
-            with path.open("rb") as f:
+            with _open_regular(path, max_bytes) as (f, info.size):
                 tensors, metadata = _parse_header(f, info.size)
             meta = _decode_metadata(metadata)
             config = ModelConfig.from_dict(meta["config"])
+            card = meta["card"]
+            info.name = str(card.get("name") or path.stem)
+            info.created = str(card.get("created", ""))
+            info.task, info.task_params = meta["task"]["name"], meta["task"]["params"]
+            info.config, info.card, info.notes = config.to_dict(), card, meta["notes"]
+            info.parameters = sum(prod(shape) for shape, _ in tensors.values())
     except CheckpointError as exc:
         info.error = str(exc)
-        return info
-    card = meta["card"]
-    info.name = str(card.get("name") or path.stem)
-    info.created = str(card.get("created", ""))
-    info.task, info.task_params = meta["task"]["name"], meta["task"]["params"]
-    info.config, info.card = config.to_dict(), card
-    info.parameters = sum(prod(shape) for shape, _ in tensors.values())
     return info
 
 
 def list_checkpoints(folder: str | os.PathLike) -> list[CheckpointInfo]:
-    """Every `*.safetensors` in `folder` (sorted by name), broken ones included with their `error`."""
+    """Every `*.safetensors` in `folder` (sorted by name), broken ones included with their `error`:
+    one bad file (broken, hostile, a FIFO, unreadable) never hides the others."""
     folder = Path(folder)
-    return [read_info(p) for p in sorted(folder.glob("*.safetensors"))] if folder.is_dir() else []
+    try:
+        paths = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    except OSError:
+        return []
+    return [read_info(p) for p in paths]
 
 
 # ------------------------------------------------------------------------------------------- internals
@@ -236,18 +315,59 @@ def _read_capped(source: Source, max_bytes: int) -> bytes:
         data = bytes(source)
     elif hasattr(source, "read"):
         data = source.read(max_bytes + 1)
-    elif os.path.isdir(source):
-        raise CheckpointError(f"{os.fspath(source)} is a folder; give the path of a checkpoint file in it")
-    elif not os.path.isfile(source):
-        raise CheckpointError(f"no such file: {os.fspath(source)}")
     else:
-        size = os.path.getsize(source)
-        if size > max_bytes:
-            raise CheckpointError(_too_big(size, max_bytes))
-        data = Path(source).read_bytes()
+        with _open_regular(source, max_bytes) as (f, _):
+            data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise CheckpointError(_too_big(len(data), max_bytes))
     return data
+
+
+@contextmanager
+def _open_regular(source: str | os.PathLike, max_bytes: int):
+    """(binary file, size) of a regular file of at most `max_bytes`. Decided from os.stat before opening
+    (a FIFO, a device or a symlink to one is never opened), and checked again on the open descriptor."""
+    name = os.fspath(source)
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        raise CheckpointError(f"no such file: {name}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise CheckpointError(f"{name} is a folder; give the path of a checkpoint file in it")
+    if not stat.S_ISREG(info.st_mode):
+        raise CheckpointError(f"{name} is not a regular file (a FIFO, device or socket); refused without reading it")
+    if info.st_size > max_bytes:
+        raise CheckpointError(_too_big(info.st_size, max_bytes))
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, even if a FIFO was swapped in meanwhile
+    with os.fdopen(fd, "rb") as f:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise CheckpointError(f"{name} is not a regular file; refused without reading it")
+        if opened.st_size > max_bytes:
+            raise CheckpointError(_too_big(opened.st_size, max_bytes))
+        yield f, opened.st_size
+
+
+def _check_pt_archive(data: bytes, max_bytes: int) -> None:
+    """Refuse, before torch.load unpacks anything, a .pt file that is not torch.save's zip archive or whose
+    entries unpack to more than `max_bytes` in all (the sizes torch's reader allocates are these)."""
+    refused = "refused to load this .pt file safely: "
+    if not data.startswith(b"PK\x03\x04"):
+        raise CheckpointError(refused + "it is not the zip archive torch.save writes (legacy pickle files are not "
+                                        "accepted; nothing in it was run)")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except Exception:  # noqa: BLE001 - BadZipFile, struct errors, bad sizes: all mean a broken directory
+        raise CheckpointError(refused + "its zip directory is broken (nothing in it was run)") from None
+    total = sum(entry.file_size for entry in entries)
+    if total > max_bytes:
+        raise CheckpointError(f"the .pt archive would unpack to {total / 2**20:,.1f} MB; the limit is "
+                              f"{max_bytes / 2**20:.1f} MB (refused before unpacking)")
+    pickles = [entry for entry in entries if entry.filename.endswith(".pkl")]
+    if any(entry.file_size > MAX_HEADER_BYTES for entry in pickles):
+        raise CheckpointError(f"the .pt archive's pickle would unpack to more than {MAX_HEADER_BYTES / 2**20:.0f} MB "
+                              f"(refused before unpacking)")
 
 
 def _parse_header(stream: BinaryIO, file_size: int) -> tuple[dict, dict]:
@@ -327,6 +447,7 @@ def _check_metadata(meta: dict) -> dict:
         raise CheckpointError('metadata "task" must be {"name": text, "params": object}')
     if not isinstance(meta["card"], dict):
         raise CheckpointError('metadata "card" must be a JSON object')
+    meta["card"], meta["notes"] = clean_card(meta["card"])
     return meta
 
 
@@ -351,6 +472,7 @@ def _build_model(meta: dict, found: dict[str, tuple[list[int], str]]) -> Encoder
         if found[name] != (shape, dtype):
             got_shape, got_dtype = found[name]
             raise CheckpointError(f"tensor {name!r} is {got_dtype} {got_shape}; the config needs {dtype} {shape}")
+    load_estimate(config).check()  # BudgetError (a ValueError) before any tensor is built or read
     return EncoderDecoder(config)
 
 
@@ -375,4 +497,4 @@ def _assemble(model: EncoderDecoder, meta: dict) -> ModelBundle:
             f"and {config.tgt_vocab} (target)"
         )
     task = make_task(meta["task"]["name"], **meta["task"]["params"])
-    return ModelBundle(model=model, tokenizer=tokenizer, task=task, card=meta["card"])
+    return ModelBundle(model=model, tokenizer=tokenizer, task=task, card=meta["card"], notes=list(meta["notes"]))
