@@ -21,5 +21,5 @@ for task in "${tasks[@]}"; do
   [ -n "${recipe[$task]:-}" ] || { echo "error: no recipe for task '$task'" >&2; exit 2; }
   echo "== $task" >&2
   # shellcheck disable=SC2086
-  python -m transformer train --task "$task" "${shape[@]}" ${recipe[$task]} --name "$task" --out "$out/$task.safetensors"
+  python -m transformer train --task "$task" "${shape[@]}" ${recipe[$task]} --name "$task" --out "$out/$task.safetensors" --force
 done

@@ -7,7 +7,12 @@
     models [--folder DIR] [--json]
 
 Results go to stdout (for `train` and `eval` the last line is one JSON object); progress goes to stderr.
-Bad input of any kind exits with status 2 and one line on stderr starting with "error: ".
+Bad input of any kind exits with status 2 and one line on stderr starting with "error: ", before any work
+where it can be known before: `--out` is checked before training (a writable place, a regular file, not
+a shipped model unless --force), and a run, an evaluation or a decode whose estimated memory exceeds its
+budget (transformer.budget: AP_RUN_BUDGET_MB, AP_MODEL_BUDGET_MB) is refused with the estimate.
+Every JSON output is strict JSON: a non-finite number is written as null, and `decode --json` then says
+how many there were. Negative numbers are values (`--lr -1`, `--lr -inf`), never taken for flags.
 Checkpoints ending in `.pt` are read as PyTorch state dicts (see `checkpoints.load_state_dict_file`).
 """
 
@@ -15,14 +20,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import re
+import stat
 import sys
+import tempfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
+from .budget import evaluation_estimate, run_estimate
 from .bundle import ModelBundle
 from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
 from .config import NORMS, POSITIONALS, ModelConfig
-from .decoding import beam_search, greedy_decode
+from .decoding import beam_search, check_decode_budget, greedy_decode
 from .evaluation import evaluate_bundle
 from .job import TrainingJob
 from .tasks import TASKS
@@ -30,6 +41,8 @@ from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer
 
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 BAR_WIDTH = 20
+MAX_PARAM_DEPTH = 16  # nesting levels a --task-param value may have (task parameters are plain numbers)
+MAX_MESSAGE = 500  # characters of an error line (a message may quote a huge input)
 
 # flag -> (ModelConfig / TrainConfig field, type, help); unset flags keep the library's defaults.
 MODEL_OPTIONS = {
@@ -57,10 +70,16 @@ TRAIN_OPTIONS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage mistakes print one line, like every other error, and exit with status 2."""
+    """Usage mistakes print one line, like every other error, and exit with status 2. Any negative number
+    (-1, -0.5, -1e-3, -inf, -nan) is a value, not a flag, so it reaches validation and its clear message."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
 
     def error(self, message):
-        self.exit(2, f"error: {message} (see --help)\n")
+        self.exit(2, f"error: {_one_line(message)} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="stop once held-out greedy exact match reaches A (0..1)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--out", required=True, type=Path, help="checkpoint path (.safetensors)")
+    train.add_argument("--force", action="store_true",
+                       help="allow --out to replace or add a shipped model in assets/checkpoints")
     train.add_argument("--name", help="model name shown in the app (default: task-steps)")
     model_defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING} | MODEL_DEFAULTS
     for title, options, prefix, defaults in (
@@ -115,8 +136,46 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except (ValueError, OSError) as exc:  # every library input error is a ValueError
-        print(f"error: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
-        return 2
+        message = _one_line(str(exc)) or type(exc).__name__
+    except RecursionError:
+        message = "the input is nested too deeply"
+    except MemoryError:
+        message = "out of memory (lower AP_MODEL_BUDGET_MB / AP_RUN_BUDGET_MB so that such work is refused)"
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def strict_json(data, flag: bool = False) -> tuple[str, int]:
+    """(JSON text that is strict JSON, how many non-finite numbers in `data` were written as null). With
+    `flag` (a dict `data`), such a text also holds "non_finite_values" (the count) and a "warning"."""
+    try:
+        return json.dumps(data, allow_nan=False), 0
+    except ValueError:  # NaN or infinity somewhere: the rare path walks the data
+        count = [0]
+
+        def finite(value):
+            if isinstance(value, float) and not math.isfinite(value):
+                count[0] += 1
+                return None
+            if isinstance(value, dict):
+                return {key: finite(v) for key, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [finite(v) for v in value]
+            return value
+
+        clean = finite(data)
+        if flag:
+            clean |= {"non_finite_values": count[0], "warning": non_finite_warning(count[0])}
+        return json.dumps(clean, allow_nan=False), count[0]
+
+
+def non_finite_warning(count: int) -> str:
+    return f"the model produced {count:,} non-finite values (NaN or infinity); they are written as null"
 
 
 # ------------------------------------------------------------------------------------------------ train
@@ -130,10 +189,27 @@ def parse_task_params(items: list[str]) -> dict:
         if not sep or not key.strip():
             raise ValueError(f"--task-param must look like key=value, got {item!r}")
         try:
-            params[key.strip()] = json.loads(text)
+            value = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"--task-param {key.strip()[:40]} is nested too deeply "
+                             f"(at most {MAX_PARAM_DEPTH} levels)") from None
         except ValueError:
-            params[key.strip()] = text
+            value = text
+        if _depth(value) > MAX_PARAM_DEPTH:
+            raise ValueError(f"--task-param {key.strip()[:40]} is nested too deeply (at most {MAX_PARAM_DEPTH} levels)")
+        params[key.strip()] = value
     return params
+
+
+def _depth(value) -> int:
+    """Nesting levels of a JSON value, without recursion: 0 for a number, 2 for [[1]]."""
+    deepest, stack = 0, [(value, 0)]
+    while stack and deepest <= MAX_PARAM_DEPTH:
+        item, outer = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, outer + 1)
+            stack.extend((child, outer + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _options(args: argparse.Namespace, prefix: str) -> dict:
@@ -142,12 +218,46 @@ def _options(args: argparse.Namespace, prefix: str) -> dict:
 
 def _check_limits(args: argparse.Namespace) -> None:
     """Refuse, before any training, what would only fail at the end or never stop sensibly."""
-    if args.out.suffix != ".safetensors" or args.out.is_dir():
-        raise ValueError(f"--out must name a .safetensors file, got {str(args.out)!r}")
+    check_out(args.out, args.force)
     if args.max_seconds is not None and not 0 < args.max_seconds <= 7 * 24 * 3600:
         raise ValueError(f"--max-seconds must be positive (at most a week), got {args.max_seconds}")
     if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
         raise ValueError(f"--target-accuracy is a fraction in (0, 1], got {args.target_accuracy}")
+
+
+def check_out(out: Path, force: bool = False) -> None:
+    """ValueError, naming `out` as given, unless a checkpoint can be saved there: a `.safetensors` name, not
+    a folder or special file (FIFO, device, a symlink to one), a folder that exists or can be made and
+    can be written (tried with a temp file, removed at once), and not in the shipped model folder
+    (assets/checkpoints) unless `force`."""
+    name = str(out)
+    if out.suffix != ".safetensors":
+        raise ValueError(f"--out must name a .safetensors file, got {name!r}")
+    try:
+        found = os.stat(out)
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:
+        raise ValueError(f"cannot save to --out {name}: {exc.strerror or exc}") from None
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise ValueError(f"--out {name} is a folder; give a file name ending in .safetensors")
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        raise ValueError(f"--out {name} is not a regular file (a FIFO, device or socket); refused")
+    if Path(os.path.realpath(out)).parent == Path(os.path.realpath(ZOO)) and not force:
+        what = "replace the shipped model" if found is not None else "add a model to the shipped ones"
+        raise ValueError(f"--out {name} would {what} in assets/checkpoints; pass --force to do that")
+    folder = out.parent
+    while not folder.exists() and folder != folder.parent:  # save_bundle makes the missing folders
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot save to --out {name}: {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ValueError(f"cannot save to --out {name}: the folder {folder} is not writable "
+                         f"({exc.strerror or type(exc).__name__})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _progress(snap) -> str:
@@ -164,6 +274,7 @@ def run_train(args: argparse.Namespace) -> int:
                 **_options(args, "train_")}
     if args.steps is not None:
         settings["steps"] = args.steps
+    run_estimate(TrainConfig(**settings), _options(args, "model_")).check()  # before any model exists
     trainer = Trainer(TrainConfig(**settings), _options(args, "model_"))
     job = TrainingJob(trainer, max_seconds=args.max_seconds, target_exact_match=args.target_accuracy)
     job.start()
@@ -182,13 +293,16 @@ def run_train(args: argparse.Namespace) -> int:
     if not trainer.history or trainer.history[-1]["step"] != trainer.step_count:
         trainer.evaluate()  # stopped between evaluations (Ctrl-C): measure what is being saved
     bundle = trainer.bundle(args.name)
-    path = save_bundle(bundle, args.out)
+    try:
+        path = save_bundle(bundle, args.out)
+    except OSError as exc:  # its text would name the temp file; the user knows only --out
+        raise ValueError(f"could not save --out {args.out}: {exc.strerror or type(exc).__name__}") from None
     card = bundle.card
     metrics = {key: card[key] for key in ("steps", "seconds", "exact_match", "token_accuracy", "loss", "samples")}
-    print(json.dumps({
+    print(strict_json({
         **metrics, "train_loss": trainer.last_loss, "stopped": "interrupted" if interrupted else snap.finished_reason,
         "parameters": card["parameters"], "name": bundle.name, "checkpoint": str(path),
-    }))
+    })[0])
     return 130 if interrupted else 0  # 130: Ctrl-C (the model was saved all the same)
 
 
@@ -202,6 +316,8 @@ def load_checkpoint(path: Path) -> ModelBundle:
 
 def run_eval(args: argparse.Namespace) -> int:
     bundle = load_checkpoint(args.checkpoint)
+    task = bundle.task  # lengths in characters: at least the token counts, whatever the tokenizer
+    evaluation_estimate(bundle.config, args.samples, task.max_source_chars + 1, task.max_target_chars + 1).check()
 
     live = sys.stderr.isatty()  # a counter rewritten in place on a terminal; nothing in a log file
 
@@ -211,7 +327,7 @@ def run_eval(args: argparse.Namespace) -> int:
     metrics = evaluate_bundle(bundle, args.samples, args.seed, progress if live else None)
     if live:
         sys.stderr.write("\n")
-    print(json.dumps({**metrics, "seed": args.seed, "task": bundle.task.name, "checkpoint": str(args.checkpoint)}))
+    print(strict_json({**metrics, "seed": args.seed, "task": bundle.task.name, "checkpoint": str(args.checkpoint)})[0])
     return 0
 
 
@@ -220,6 +336,8 @@ def run_decode(args: argparse.Namespace) -> int:
     forced), so --json shows the model's own top-k and attention along exactly that sequence."""
     bundle = load_checkpoint(args.checkpoint)
     model, tokenizer = bundle.model, bundle.tokenizer
+    source_len = len(tokenizer.encode(args.input)) + 1  # TokenizerError first, as the decode would give it
+    check_decode_budget(model, source_len, model.config.max_len, json_output=args.json)  # before any work
     extra = {}
     if args.beam is None:
         result = greedy_decode(model, tokenizer, args.input, k=args.topk)
@@ -228,7 +346,13 @@ def run_decode(args: argparse.Namespace) -> int:
         result = greedy_decode(model, tokenizer, args.input, max_len=len(best.ids), k=args.topk,
                                force=dict(enumerate(best.ids)))
         extra = {"beam": args.beam, "score": best.score}
-    print(json.dumps(result.to_dict() | extra) if args.json else result.output_text)
+    if not args.json:
+        print(result.output_text)
+        return 0
+    text, non_finite = strict_json(result.to_dict() | extra, flag=True)
+    if non_finite:
+        print(f"warning: {non_finite_warning(non_finite)}", file=sys.stderr)
+    print(text)
     return 0
 
 
@@ -238,16 +362,17 @@ def run_decode(args: argparse.Namespace) -> int:
 def run_models(args: argparse.Namespace) -> int:
     infos = list_checkpoints(args.folder)
     if args.json:
-        print(json.dumps([{**vars(i), "path": str(i.path)} for i in infos]))
+        print(strict_json([{**vars(i), "path": str(i.path)} for i in infos])[0])
         return 0
     if not infos:
         print(f"no checkpoints in {args.folder}")
-    for info in infos:
+    for info in infos:  # one line each, whatever a card holds: one bad file never hides the others
         if info.error:
-            print(f"{info.path.name}: broken ({info.error})")
+            print(f"{info.path.name}: broken ({_one_line(info.error)})")
             continue
         exact = info.card.get("exact_match")
-        shown = "-" if exact is None else f"{exact:.1%}"
-        print(f"{info.name:<16} task {info.task:<9} {info.parameters:>9,} params  exact {shown:>6}  "
-              f"{info.size / 1e6:.2f} MB  {info.created}  {info.path}")
+        shown = f"{exact:.1%}" if isinstance(exact, (int, float)) else "-"
+        notes = f"  ({len(info.notes)} card field(s) dropped as invalid)" if info.notes else ""
+        print(f"{_one_line(info.name):<16} task {info.task:<9} {info.parameters:>9,} params  exact {shown:>6}  "
+              f"{info.size / 1e6:.2f} MB  {_one_line(info.created)}  {info.path}{notes}")
     return 0
