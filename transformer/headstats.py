@@ -80,3 +80,10 @@ def best_aligned_head(weights, expected: list[int | None] | None) -> tuple[int, 
     scores = np.nan_to_num(alignment_score(w, usable), nan=-1.0)
     layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
     return int(layer), int(head)
+
+
+def focus_head(cross, task, text: str) -> tuple[int, int | None]:
+    """(layer, head) of a decode's cross-attention (layers, heads, Q, K) worth showing first: the head that
+    best follows `task`'s alignment for `text`, else the last layer with head None (its head average)."""
+    alignment = task.alignment(text) if task.answer(text) is not None else None
+    return best_aligned_head(cross, alignment) or (np.shape(cross)[0] - 1, None)

@@ -56,6 +56,20 @@ class MaskedBatch:
         return self.tgt_out != PAD
 
 
+def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
+    """Up to `n` examples of clearly different lengths (the shortest, the longest, and ones between): a batch
+    of them shows its padding."""
+    ordered = sorted(dict.fromkeys(examples), key=len)
+    if len(ordered) <= n:
+        return ordered
+    short, long_ = len(ordered[0]), len(ordered[-1])
+    picked = [ordered[0], ordered[-1]]
+    for i in range(1, n - 1):
+        goal = short + (long_ - short) * i / (n - 1)
+        picked.insert(-1, min((e for e in ordered if e not in picked), key=lambda e: abs(len(e) - goal)))
+    return picked
+
+
 def _check_texts(model: EncoderDecoder, tokenizer: Tokenizer, texts: list[str], role: str) -> None:
     """Each text encodes (TokenizerError names unknown characters) within the model's length budget."""
     limit = model.config.max_len - 1
