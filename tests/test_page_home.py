@@ -1,16 +1,17 @@
 """The home page (AppTest): attention on the first screen (against a decode done here), the architecture of
-the active model, one card per page, and a message for bad input."""
+the active model, one card per page, a message for bad input, its view in the URL, and hostile links."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from conftest import needs_reverse
+from conftest import ROOT, needs_reverse
 from plotly_specs import spec, title, z
 from transformer.decoding import greedy_decode
+from ui.tables.home import HOME
 
-INPUT = "home_input:reverse"
+INPUT = HOME.view().widget_key("input")
 pytestmark = needs_reverse
 
 
@@ -25,7 +26,7 @@ def test_default_page_shows_cross_attention_of_an_example(home, bundle):
     assert text == bundle.task.examples()[0]
     result = greedy_decode(bundle.model, bundle.tokenizer, text)
     assert any(f"`{result.output_text}`" in m.value for m in home.markdown)
-    assert any(m.value == "✓ correct" for m in home.markdown)
+    assert any(m.value.startswith("**Output:**") and "right" in m.value for m in home.markdown)
     shown = z(home, "fig-home-cross")
     assert shown.shape == (len(result.steps), len(text) + 1)
     layer, head = (int(n) - 1 for n in title(home, "fig-home-cross").replace("·", " ").split() if n.isdigit())
@@ -59,3 +60,49 @@ def test_bad_input_shows_a_message_and_the_rest_of_the_page(home, text, message)
     assert any(message in e.value for e in home.error), [e.value for e in home.error]
     assert spec(home, "fig-home-arch") and len(home.get("page_link")) == 6
     assert not [el for el in home.get("plotly_chart") if el.proto.id.endswith("fig-home-cross")]
+
+
+def test_the_input_is_in_the_url_and_shared_with_the_decode_page(home, bundle):
+    assert home.query_params == {}  # the default view: a bare address
+    home.text_input(key=INPUT).set_value("abcd").run()
+    assert home.query_params == {"v": "1", "input": "abcd"}
+    assert z(home, "fig-home-cross").shape == (5, 5)
+    assert any("right" in m.value for m in home.markdown if m.value.startswith("**Output:** `dcba`"))
+    home.switch_page("pages/explore/decode.py").run()
+    assert home.text_input(key=INPUT).value == "abcd"  # the shared input travels with the user
+
+
+def test_a_wrong_output_names_the_right_answer(home, bundle):
+    text = "aaaaaaaaaaaaaaaa"  # the shipped model writes 18 a's for these 16
+    assert greedy_decode(bundle.model, bundle.tokenizer, text).output_text != text
+    home.text_input(key=INPUT).set_value(text).run()
+    assert any(m.value.startswith("**Output:**") and "wrong" in m.value for m in home.markdown)
+    assert any(m.value == f"The right answer is `{text[::-1]}`." for m in home.markdown)
+
+
+HOSTILE = [
+    ({"model": "nope"}, "showing reverse (pretrained) instead"),
+    ({"model": "trained:1a2b3c4d"}, "showing reverse (pretrained) instead"),
+    ({"input": "ZZ!"}, "this model cannot decode it"),
+    ({"input": "a" * 5000}, "characters long"),
+    ({"input": "ab\x01c"}, "control characters"),
+    ({"v": "99", "input": "abc"}, "newer version of the app (format 99)"),
+    ({"step": "4"}, "“step” is not a setting of this page"),
+]
+
+
+@pytest.mark.parametrize("params, note", HOSTILE, ids=[",".join(p) for p, _ in HOSTILE])
+def test_a_hostile_link_says_so_and_shows_the_default_view(clean_caches, bundle, params, note):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [w.value.replace("\\", "") for w in at.warning]
+    assert any("could not be followed" in w and note in w for w in warnings), warnings
+    assert at.session_state["active_model"] == "shipped:reverse"
+    assert at.selectbox(key=HOME.view().widget_key("model")).value == "shipped:reverse"
+    assert at.text_input(key=INPUT).value == bundle.task.examples()[0]
+    assert z(at, "fig-home-cross").shape[1] == len(bundle.task.examples()[0]) + 1
+    assert at.query_params == {}  # the URL is the default view's again

@@ -1,13 +1,20 @@
-"""Showing charts the same way on every page: toolbar export in the chosen format, and the numbers."""
+"""Showing charts the same way on every page: toolbar export in the chosen format, the numbers behind a
+heatmap, matrix figures fitted into a column, and a decode's cross-attention (one head, the mean of a layer's
+heads, or every head)."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
+from transformer import charts
+from transformer.charts.common import COLORBAR_PX
 from transformer.export import chart_config, matrix_to_csv
 
 from .sidebar import EXPORT_FORMAT
+
+HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
+ALL_HEADS = "all"  # cross_figure's head: every head of every layer, as one grid
 
 
 def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, **kwargs):
@@ -28,3 +35,61 @@ def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, k
         icon=":material/table:",
         on_click="ignore",
     )
+
+
+def fit(fig, width: int):
+    """Shrink a matrix figure wider than `width` pixels, keeping its cells square (labels keep their size)."""
+    full, height, margin = fig.layout.width, fig.layout.height, fig.layout.margin
+    if full and height and full > width:
+        scale = (width - margin.l - COLORBAR_PX) / (full - margin.l - COLORBAR_PX)
+        cells = height - margin.t - margin.b
+        fig.update_layout(width=width, height=int(margin.t + margin.b + cells * scale))
+    return fig
+
+
+def heatmap(fig, matrix, rows: list[str], cols: list[str], filename: str, key: str, width: int | None = None) -> None:
+    """A heatmap at its own size (square cells, or fitted into `width`), its toolbar export and a CSV."""
+    if width:
+        fit(fig, width)
+    show_figure(fig, filename, key=f"fig-{key}", width="content")
+    csv_download(matrix, rows, cols, filename, key=f"csv-{key}")
+
+
+def cross_weights(cross, layer: int, head: int | None) -> np.ndarray:
+    """One head's cross-attention (queries, keys) from a decode's (layers, heads, queries, keys), or the mean
+    of the layer's heads when `head` is None."""
+    weights = np.asarray(cross, dtype=np.float32)[layer]
+    return weights.mean(0) if head is None else weights[head]
+
+
+def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
+    """The cross-attention of a decode: `result` is anything with `cross` (layers, heads, output tokens, source
+    tokens; a tensor or an array), `output_pieces` and `source_pieces` (a DecodeResult, a training ProbeResult).
+    `head` is a head, None for the mean of the layer's heads, or ALL_HEADS for every head of every layer in one
+    grid. `extra` ends the title (e.g. "with positions", "training step 250")."""
+    rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
+    if head == ALL_HEADS:
+        layers, heads = np.shape(result.cross)[:2]
+        title = " · ".join([f"Cross-attention · all {layers} layer(s) × {heads} heads", *([extra] if extra else [])])
+        return charts.head_grid(result.cross, rows, cols, "cross", title=title)
+    extra = extra if head is not None else " · ".join(["mean of heads", *([extra] if extra else [])])
+    title = charts.attention_title("cross", layer, head, extra=extra)
+    return charts.attention_heatmap(cross_weights(result.cross, layer, head), rows, cols, title)
+
+
+def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: str, extra: str = "",
+                  width: int | None = None, csv: bool = True) -> None:
+    """Show `cross_figure(result, layer, head, extra)` at its own size (fitted into `width` if given) under
+    the chart key `key`, with a CSV of the weights shown unless `csv` is False."""
+    fig = cross_figure(result, layer, head, extra)
+    if width:
+        fit(fig, width)
+    show_figure(fig, filename, key=key, width="content")
+    if csv:
+        rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
+        csv_download(cross_weights(result.cross, layer, head), rows, cols, filename, key=f"csv-{key}")
+
+
+def output(text: str) -> str:
+    """A model's output for markdown: in code style, or a note when it is empty."""
+    return f"`{text}`" if text else "*(nothing: it ended with `</s>` at once)*"

@@ -6,18 +6,24 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from ui import concept_ui, display
+from ui import decodes, display
 from ui import model_registry as registry
+from ui.display import HALF_WIDTH
+from ui.state import View
+from ui.tables.positions import MAX_DIMS, POSITIONS
+from ui.widgets import finish, header, require_model, verdict
 from transformer import charts
-from transformer.decoding import DecodeResult, teacher_forced
-from transformer.headstats import alignment_score
+from transformer.decoding import teacher_forced
+from transformer.headstats import alignment_score, focus_head
 from transformer.pe_rotation import model_positions, rotation_demo
 from transformer.positional import sinusoidal_table
 from transformer.trace import EmbeddingRecord
 
 DEMO_POSITIONS = (0, 1, 2, 5, 10, 20, 50, 100, 200)
 SHOWN_PAIRS = 2  # 2x2 blocks of M_k written out as a formula
+CURVE_DIMS = (4, 5, 12, 24)  # plotted until others are chosen (those below d_model)
 
 
 @st.cache_resource(max_entries=32, show_spinner="Running the model…")
@@ -28,57 +34,67 @@ def source_embedding(key: str, version: int, text: str) -> tuple[list[str], Embe
     return result.source_pieces, result.trace.embeddings["src"]
 
 
-st.title("Positional encoding")
-st.markdown(
-    "Attention by itself ignores order: shuffle the input tokens and each one gets the same result, only "
-    "shuffled. So before the first layer every token embedding gets a vector added that says *where* the "
-    "token stands. The original Transformer builds it from sines and cosines: each pair of dimensions is a "
-    "clock hand turning at its own speed, from fast (first dimensions) to very slow (last ones)."
-)
-st.latex(r"PE_{(pos,\,2i)}=\sin\!\Big(\frac{pos}{10000^{2i/d_{model}}}\Big),\qquad "
-         r"PE_{(pos,\,2i+1)}=\cos\!\Big(\frac{pos}{10000^{2i/d_{model}}}\Big)")
+def intro() -> DeltaGenerator:
+    notes = header("Positional encoding")
+    st.markdown(
+        "Attention by itself ignores order: shuffle the input tokens and each one gets the same result, only "
+        "shuffled. So before the first layer every token embedding gets a vector added that says *where* the "
+        "token stands. The original Transformer builds it from sines and cosines: each pair of dimensions is a "
+        "clock hand turning at its own speed, from fast (first dimensions) to very slow (last ones)."
+    )
+    st.latex(r"PE_{(pos,\,2i)}=\sin\!\Big(\frac{pos}{10000^{2i/d_{model}}}\Big),\qquad "
+             r"PE_{(pos,\,2i+1)}=\cos\!\Big(\frac{pos}{10000^{2i/d_{model}}}\Big)")
+    return notes
 
-key, bundle = concept_ui.active_model()
-cfg, task = bundle.config, bundle.task
+
+def plotted_dims(view: View, d_model: int) -> list[int]:
+    """The dimensions to plot: the ones chosen, or CURVE_DIMS until some are; one past d_model refuses them."""
+    dims = view.get("dims")
+    if dims is not None and any(d >= d_model for d in dims):
+        view.refuse("dims", f"a {d_model}-dimensional table has dimensions 0..{d_model - 1} only")
+        dims = None
+    return [d for d in CURVE_DIMS if d < d_model] if dims is None else list(dims)
 
 
 # ----------------------------------------------------------------------------------------- 1 the table
 @st.fragment
-def sinusoidal_explorer() -> None:
+def sinusoidal_explorer(view: View, model_d: int) -> None:
     st.header("1 · The sinusoidal table", divider="gray")
     c1, c2 = st.columns(2)
-    default_d = cfg.d_model if cfg.d_model % 2 == 0 else 64
-    d_model = c1.slider("d_model (dimensions)", 8, 512, min(default_d, 512), step=2, key="pe_d_model")
-    length = c2.slider("Positions", 8, 256, 64, step=1, key="pe_length")
+    own = model_d if model_d % 2 == 0 else 64
+    d_model = view.widget("d_model", c1.slider, "d_model (dimensions)", 8, 512, step=2,
+                          to_widget=lambda d: min(own, 512) if d is None else d,
+                          on_change=lambda: view.reset("dims"))  # the plotted dimensions start afresh
+    length = view.widget("length", c2.slider, "Positions", 8, 256, step=1)
     table = sinusoidal_table(length, d_model).numpy()
     fig = charts.positional_matrix(table, f"Sinusoidal encoding · {length} positions × {d_model} dimensions")
-    concept_ui.heatmap(fig, table, [str(p) for p in range(length)], [str(d) for d in range(d_model)],
-                       f"sinusoidal_pe_{length}x{d_model}", "pe-matrix")
+    display.heatmap(fig, table, [str(p) for p in range(length)], [str(d) for d in range(d_model)],
+                    f"sinusoidal_pe_{length}x{d_model}", "pe-matrix")
     st.caption("Each row is one position's vector. Left columns change quickly from row to row; columns "
                "further right change ever more slowly, so together they give every position its own pattern.")
 
     left, right = st.columns(2)
     with left:
-        wanted = [d for d in (4, 5, 12, 24) if d < d_model]
-        dims = st.multiselect("Dimensions to plot", list(range(d_model)), wanted, key=f"pe_dims:{d_model}",
-                              max_selections=8)
+        dims = plotted_dims(view, d_model)
+        dims = view.widget("dims", st.multiselect, "Dimensions to plot", list(range(d_model)),
+                           to_widget=lambda _: dims, from_widget=tuple, max_selections=MAX_DIMS)
         if dims:
-            fig = charts.positional_curves(table, sorted(dims))
+            fig = charts.positional_curves(table, sorted(dims), title="Sinusoidal encoding · chosen dimensions")
             display.show_figure(fig, f"sinusoidal_pe_curves_{d_model}", key="fig-pe-curves")
         else:
             st.info("Pick at least one dimension to plot.")
         st.caption("An even dimension 2i is a sine, the next one the cosine of the same angle; higher i means "
                    "a longer wavelength (2π up to 10000·2π positions).")
     with right:
-        fig = concept_ui.fit(charts.position_similarity(table), concept_ui.HALF_WIDTH)
-        display.show_figure(fig, f"sinusoidal_pe_similarity_{length}x{d_model}", key="fig-pe-sim",
-                                       width="content")
+        fig = display.fit(charts.position_similarity(table), HALF_WIDTH)
+        display.show_figure(fig, f"sinusoidal_pe_similarity_{length}x{d_model}", key="fig-pe-sim", width="content")
         st.caption("PE(i)·PE(j) depends only on the distance i − j: the bright band along the diagonal means "
                    "nearby positions look alike, far-apart ones less so.")
-    rotation(d_model)
+    rotation(view, d_model)
+    view.sync_url()
 
 
-def rotation(d_model: int) -> None:
+def rotation(view: View, d_model: int) -> None:
     st.header("2 · Moving by k positions is a rotation", divider="gray")
     st.markdown(
         "Why sines and cosines? By the angle-addition formulas, shifting every position by the same offset *k* "
@@ -89,9 +105,9 @@ def rotation(d_model: int) -> None:
              r"\begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}"
              r"\begin{pmatrix}\sin(pos\,\omega_i)\\ \cos(pos\,\omega_i)\end{pmatrix},\qquad "
              r"\omega_i = 10000^{-2i/d_{model}}")
-    k = st.slider("Offset k", 1, 50, 5, key="pe_offset")
+    k = view.widget("k", st.slider, "Offset k", 1, 50)
     demo = rotation_demo(d_model, k, list(DEMO_POSITIONS))
-    left, right = st.columns([2, 3])
+    left, right = st.columns([1, 2])
     with left:
         st.metric("max |M_k·PE(pos) − PE(pos + k)|", f"{demo.max_error:.1e}",
                   help="float32 rounding of the table; the identity itself is exact.")
@@ -114,57 +130,58 @@ def rotation(d_model: int) -> None:
     fig = charts.positional_matrix(demo.matrix, f"M_{k}: one 2×2 rotation per frequency pair ({d_model}×{d_model})")
     fig.update_xaxes(title_text="input dimension")
     fig.update_yaxes(title_text="output dimension")
-    concept_ui.heatmap(fig, demo.matrix, [str(d) for d in range(d_model)], [str(d) for d in range(d_model)],
-                       f"sinusoidal_rotation_k{k}_d{d_model}", "pe-rotation")
+    display.heatmap(fig, demo.matrix, [str(d) for d in range(d_model)], [str(d) for d in range(d_model)],
+                    f"sinusoidal_rotation_k{k}_d{d_model}", "pe-rotation")
 
-
-sinusoidal_explorer()
 
 # ----------------------------------------------------------------------------------------- 3 the model's own
-st.header(f"3 · The encodings inside the {bundle.name} model", divider="gray")
-kind, own = model_positions(bundle.model, "src")
-if kind == "none":
-    st.info("This model was trained without positional encodings: its encoder sees only a bag of tokens.")
-else:
+def model_encodings(bundle) -> None:
+    cfg = bundle.config
+    st.header(f"3 · The encodings inside the {bundle.name} model", divider="gray")
+    kind, own = model_positions(bundle.model, "src")
+    if kind == "none":
+        st.info("This model was trained without positional encodings: its encoder sees only a bag of tokens.")
+        return
     st.markdown(
         f"This model uses **{kind}** encodings, {cfg.max_len} positions × {cfg.d_model} dimensions"
         + (" — the same formula as above." if kind == "sinusoidal" else
            ": one vector per position, learned in training like any other weight.")
     )
     fig = charts.positional_matrix(own, f"{bundle.name} · its {kind} encodings (source side)")
-    concept_ui.heatmap(fig, own, [str(p) for p in range(cfg.max_len)], [str(d) for d in range(cfg.d_model)],
-                       f"{task.name}_positional_{kind}", "pe-own")
+    display.heatmap(fig, own, [str(p) for p in range(cfg.max_len)], [str(d) for d in range(cfg.d_model)],
+                    f"{bundle.task.name}_positional_{kind}", "pe-own")
 
-examples = task.examples()
-repeated = next((e for e in examples if len(set(e)) < len(e)), examples[0])  # shows same token, new position
-text = st.text_input(f"An input for the {task.title.lower()} model", repeated, key=f"pe_input:{task.name}")
-try:
-    pieces, record = source_embedding(key, registry.version(key), text)
-except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
-    st.error(f"This input cannot be used: {exc}", icon=":material/error:")
-    st.stop()
-labels = charts.token_labels(pieces)
-st.markdown("What the first encoder layer receives for this input, read from the trace of a real forward pass: "
-            "the token's embedding (scaled by √d_model) plus its position's vector.")
-fig = charts.embedding_sum(record.tokens[0].numpy(), record.positions[0].numpy(), labels)
-display.show_figure(fig, f"{task.name}_embedding_sum", key="fig-pe-sum")
-st.caption("A token that appears twice gets the same embedding both times (left) but a different sum (right): "
-           "that difference is all the encoder knows about order.")
+
+def embedded(view: View, key: str, bundle) -> tuple[str, tuple | None, str]:
+    """(input, (pieces, embedding record), "") or (input, None, the library's message). The input is the one
+    chosen, or an example that repeats a token; one from a link the model cannot read gives way to that."""
+    text = view.get("text")
+    if text is None:
+        examples = bundle.task.examples()
+        text = next((e for e in examples if len(set(e)) < len(e)), examples[0])  # same token, new position
+    try:
+        return text, source_embedding(key, registry.version(key), text), ""
+    except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
+        if not view.from_link("text"):
+            return text, None, str(exc)
+        view.refuse("text", f"this model cannot read it ({exc})")
+        return embedded(view, key, bundle)
+
+
+def embedding_sum(bundle, embedding: tuple) -> None:
+    pieces, record = embedding
+    st.markdown("What the first encoder layer receives for this input, read from the trace of a real forward "
+                "pass: the token's embedding (scaled by √d_model) plus its position's vector.")
+    fig = charts.embedding_sum(record.tokens[0].numpy(), record.positions[0].numpy(), charts.token_labels(pieces))
+    display.show_figure(fig, f"{bundle.task.name}_embedding_sum", key="fig-pe-sum")
+    st.caption("A token that appears twice gets the same embedding both times (left) but a different sum "
+               "(right): that difference is all the encoder knows about order.")
 
 
 # ----------------------------------------------------------------------------------------- 4 no positions
-def cross_view(result: DecodeResult, layer: int, head: int | None, what: str, stem: str) -> None:
-    """One cross-attention head (or the layer's head average) of a decode, with its output."""
-    cross = result.cross[layer]
-    weights = (cross.mean(0) if head is None else cross[head]).numpy()
-    title = charts.attention_title("cross", layer, head, extra=what if head is not None else f"mean of heads · {what}")
-    rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
-    fig = charts.attention_heatmap(weights, rows, cols, title)
-    concept_ui.heatmap(fig, weights, rows, cols, stem, f"pe-cross-{what}", concept_ui.HALF_WIDTH)
-
-
 @st.fragment
-def without_positions() -> None:
+def without_positions(view: View, key: str, bundle, text: str) -> None:
+    task = bundle.task
     st.header("4 · Decode without positions", divider="gray")
     st.markdown(
         "Switch the positional term off (encoder and decoder) and decode the same input with the same weights. "
@@ -172,21 +189,24 @@ def without_positions() -> None:
         "decoder cannot tell which step it is on. It can still find letters, but not their order — so a "
         "reversal model fails, and its cross-attention loses the anti-diagonal."
     )
-    if not st.toggle("Decode without positions", key="pe_no_positions"):
+    if not view.widget("no_positions", st.toggle, "Decode without positions"):
         st.info("Turn the switch on to compare the normal decode with a decode without positions.",
                 icon=":material/waves:")
+        view.sync_url()
         return
     version = registry.version(key)
-    normal, blind = concept_ui.decode(key, version, text, True), concept_ui.decode(key, version, text, False)
+    normal = decodes.greedy(key, version, text)
+    blind = decodes.greedy(key, version, text, positions=False)
     expected = task.answer(text)
-    layer, head = concept_ui.focus_head(normal, task, text)
+    layer, head = focus_head(normal.cross.numpy(), task, text)
     alignment = task.alignment(text) if head is not None else None
     c1, c2 = st.columns(2)
     for col, result, what in ((c1, normal, "with positions"), (c2, blind, "without positions")):
         with col:
-            verdict = "" if expected is None else (" ✓ correct" if result.output_text == expected else " ✗ wrong")
-            st.markdown(f"**{what.capitalize()}:** {concept_ui.output(result.output_text)}{verdict}")
-            cross_view(result, layer, head, what, f"{task.name}_cross_{what.replace(' ', '-')}")
+            st.markdown(f"**{what.capitalize()}:** {display.output(result.output_text)} "
+                        f"{verdict(result.output_text, expected)}")
+            display.cross_heatmap(result, layer, head, extra=what, key=f"fig-pe-cross-{what}",
+                                  filename=f"{task.name}_cross_{what.replace(' ', '-')}", width=HALF_WIDTH)
             if alignment is not None:
                 steps = min(len(alignment), len(result.steps))
                 score = float(alignment_score(result.cross[layer, head].numpy(), alignment[:steps]))
@@ -195,6 +215,25 @@ def without_positions() -> None:
         st.caption(f"Layer {layer + 1}, head {head + 1}: the head whose cross-attention best follows the "
                    "expected alignment in the normal decode, shown for both. Rows: the token written at each "
                    "step; columns: the source tokens.")
+    view.sync_url()
 
 
-without_positions()
+def main() -> None:
+    view = POSITIONS.view()
+    notes = intro()
+    key, bundle = require_model()
+    sinusoidal_explorer(view, bundle.config.d_model)
+    model_encodings(bundle)
+    text, embedding, error = embedded(view, key, bundle)
+    view.widget("text", st.text_input, f"An input for the {bundle.task.title.lower()} model",
+                to_widget=lambda _: text, max_chars=200)
+    if embedding is None:
+        st.error(f"This input cannot be used: {error}", icon=":material/error:")
+        finish(view, notes)
+        return
+    embedding_sum(bundle, embedding)
+    without_positions(view, key, bundle, text)
+    finish(view, notes)
+
+
+main()

@@ -4,12 +4,18 @@ cards into every page."""
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from ui import concept_ui, display
+from ui import decodes, display
 from ui import model_registry as registry
 from ui.catalog import PAGES
+from ui.state import View
+from ui.tables.home import HOME
+from ui.widgets import current_input, finish, header, require_model, verdict
 from transformer import charts
+from transformer.decoding import DecodeResult
 from transformer.export import chart_filename
+from transformer.headstats import focus_head
 
 # card text per page (title and icon come from the navigation's catalog)
 CARDS = {
@@ -34,65 +40,91 @@ CARDS = {
 }
 
 
-st.title("Attention Playground")
-st.markdown(
-    "A small Transformer, trained on toy tasks, that you can open up. Type an input and see where the model "
-    "looks while it writes each output token; switch its masks and positions off; train your own and watch "
-    "attention appear. Every picture comes from a real forward pass of the active model (sidebar)."
-)
-
-key, bundle = concept_ui.active_model()
-task, cfg = bundle.task, bundle.config
-
-left, right = st.columns([2, 3], gap="large")
-with left:
-    st.subheader("Attention at a glance")
+def intro() -> DeltaGenerator:
+    notes = header("Attention Playground")
+    st.markdown(
+        "A small Transformer, trained on toy tasks, that you can open up. Type an input and see where the model "
+        "looks while it writes each output token; switch its masks and positions off; train your own and watch "
+        "attention appear. Every picture comes from a real forward pass of the active model (sidebar)."
+    )
     st.latex(r"\operatorname{Attention}(Q,K,V)=\operatorname{softmax}\!\Big(\frac{QK^{\top}}{\sqrt{d_k}}\Big)V")
-    st.markdown(f"**{task.title}.** {task.description}")
-    text = st.text_input("Input", task.examples()[0], key=f"home_input:{task.name}",
-                         help="Any input the model's tokenizer knows; press Enter to decode it.")
+    return notes
+
+
+def decoded(view: View, key: str, bundle) -> tuple[str, DecodeResult | None, str]:
+    """(input, its decode, "") or (input, None, the library's message). An input from a link that the model
+    cannot read gives way to the default input, with a note."""
+    text = current_input(view, bundle.task.examples())
     try:
-        result = concept_ui.decode(key, registry.version(key), text)
+        return text, decodes.greedy(key, registry.version(key), text), ""
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
-        st.error(f"This input cannot be decoded: {exc}", icon=":material/error:")
-        result = None
-    if result is not None:
-        st.markdown(f"**Output:** {concept_ui.output(result.output_text)}")
+        if not view.from_link("input"):
+            return text, None, str(exc)
+        view.refuse("input", f"this model cannot decode it ({exc})")
+        return decoded(view, key, bundle)
+
+
+def at_a_glance(view: View, key: str, bundle) -> None:
+    """The input, the model's output against the task's answer, and the cross-attention behind it."""
+    task, cfg = bundle.task, bundle.config
+    text, result, error = decoded(view, key, bundle)
+    left, right = st.columns([2, 3], gap="large")
+    with left:
+        st.subheader("Attention at a glance")
+        st.markdown(f"**{task.title}.** {task.description}")
+        view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200,
+                    help="Any input the model's tokenizer knows; press Enter to decode it.")
+        if result is None:
+            st.error(f"This input cannot be decoded: {error}", icon=":material/error:")
+            return
         expected = task.answer(text)
-        if expected is not None:
-            st.markdown("✓ correct" if result.output_text == expected else f"✗ the right answer is `{expected}`")
-with right:
-    if result is not None:
-        layer, head = concept_ui.focus_head(result, task, text)
-        cross = result.cross[layer]
-        weights = (cross[head] if head is not None else cross.mean(0)).numpy()
-        rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
-        extra = "" if head is not None else "mean of heads"
-        fig = charts.attention_heatmap(weights, rows, cols, charts.attention_title("cross", layer, head, extra=extra))
-        display.show_figure(fig, chart_filename(task.name, "cross", layer, head), key="fig-home-cross",
-                            width="content")
+        st.markdown(f"**Output:** {display.output(result.output_text)} {verdict(result.output_text, expected)}")
+        if expected is not None and result.output_text != expected:
+            st.markdown(f"The right answer is `{expected}`.")
+    with right:
+        layer, head = focus_head(result.cross.numpy(), task, text)
+        display.cross_heatmap(result, layer, head, filename=chart_filename(task.name, "cross", layer, head),
+                              key="fig-home-cross", csv=False)
         with_head = f"layer {layer + 1}, head {head + 1}, the head that best follows the task's alignment" \
             if head is not None else f"layer {layer + 1}, averaged over its {cfg.n_heads} heads"
         st.caption(f"Cross-attention ({with_head}). Each row is one output token; bright cells show which "
                    "input tokens the model looked at while writing it.")
 
-st.subheader("Where to go next")
-cards = [info for info in PAGES if info.path in CARDS]
-for start in range(0, len(cards), 3):
-    for col, info in zip(st.columns(3), cards[start:start + 3]):
-        what, idea = CARDS[info.path]
-        with col, st.container(border=True, height="stretch"):
-            st.page_link(info.path, label=f"**{info.title}**", icon=info.icon)
-            st.markdown(what)
-            st.caption(idea)
 
-st.subheader("The active model, layer by layer")
-st.markdown(
-    "An encoder reads the whole input at once; a decoder writes the output one token at a time. Attention "
-    "appears three times, colour-coded here and on every page: **encoder self-attention** (input tokens look at "
-    "each other), **masked decoder self-attention** (output tokens look at earlier outputs only), and "
-    "**cross-attention** (each output token looks at the encoded input)."
-)
-fig = charts.architecture_diagram(cfg.n_enc_layers, cfg.n_dec_layers, cfg.n_heads, cfg.d_model, cfg.d_ff,
-                                  cfg.norm, cfg.positional, title=f"The {bundle.name} model")
-display.show_figure(fig, f"{task.name}_architecture", key="fig-home-arch", width="content")
+def cards() -> None:
+    st.subheader("Where to go next")
+    shown = [info for info in PAGES if info.path in CARDS]
+    for start in range(0, len(shown), 3):
+        for col, info in zip(st.columns(3), shown[start:start + 3]):
+            what, idea = CARDS[info.path]
+            with col, st.container(border=True, height="stretch"):
+                st.page_link(info.path, label=f"**{info.title}**", icon=info.icon)
+                st.markdown(what)
+                st.caption(idea)
+
+
+def architecture(bundle) -> None:
+    cfg, task = bundle.config, bundle.task
+    st.subheader("The active model, layer by layer")
+    st.markdown(
+        "An encoder reads the whole input at once; a decoder writes the output one token at a time. Attention "
+        "appears three times, colour-coded here and on every page: **encoder self-attention** (input tokens look "
+        "at each other), **masked decoder self-attention** (output tokens look at earlier outputs only), and "
+        "**cross-attention** (each output token looks at the encoded input)."
+    )
+    fig = charts.architecture_diagram(cfg.n_enc_layers, cfg.n_dec_layers, cfg.n_heads, cfg.d_model, cfg.d_ff,
+                                      cfg.norm, cfg.positional, title=f"The {bundle.name} model")
+    display.show_figure(fig, f"{task.name}_architecture", key="fig-home-arch", width="content")
+
+
+def main() -> None:
+    view = HOME.view()
+    notes = intro()
+    key, bundle = require_model()
+    at_a_glance(view, key, bundle)
+    cards()
+    architecture(bundle)
+    finish(view, notes)
+
+
+main()

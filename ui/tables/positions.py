@@ -1,0 +1,63 @@
+"""The positional-encoding page's view: the sinusoidal table's size and plotted dimensions, the offset k of
+the rotation, the input whose embeddings it shows, and the decode without positions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, register
+from ui.tables.shared import MODEL
+
+MAX_DIMS = 8  # curves plotted at once
+
+
+@dataclass(frozen=True)
+class EvenInt(Int):
+    """A whole number that must be even (d_model: dimensions come in sine/cosine pairs)."""
+
+    def parse(self, raw: str) -> int:
+        value = super().parse(raw)
+        if value % 2:
+            raise LinkError(f"{value} is odd; dimensions come in (sine, cosine) pairs")
+        return value
+
+    def admits(self, value: Any) -> bool:
+        return super().admits(value) and value % 2 == 0
+
+
+@dataclass(frozen=True)
+class IntSet(Prop):
+    """A few distinct whole numbers, written `4,5,12` (empty: none chosen)."""
+
+    default: tuple | None = None
+    max_items: int = MAX_DIMS
+    hi: int = 10_000
+
+    def parse(self, raw: str) -> tuple[int, ...]:
+        parts = [p for p in raw.split(",") if p.strip()]
+        if len(parts) > self.max_items:
+            raise LinkError(f"it names {len(parts)} numbers; at most {self.max_items} are allowed")
+        if not all(p.strip().isdigit() and len(p) < 8 for p in parts):
+            raise LinkError(f"“{raw[:40]}” is not whole numbers separated by commas")
+        values = tuple(dict.fromkeys(int(p) for p in parts))
+        if values and max(values) > self.hi:
+            raise LinkError(f"{max(values)} is larger than {self.hi}")
+        return values
+
+    def format(self, value: tuple) -> str:
+        return ",".join(str(v) for v in value)
+
+    def admits(self, value: Any) -> bool:
+        return isinstance(value, tuple) and len(value) <= self.max_items and all(isinstance(v, int) for v in value)
+
+
+POSITIONS = register(StateTable("positions", (
+    MODEL,
+    EvenInt("d_model", default=None, lo=8, hi=512, depends_on=("model",)),  # None: the model's own (if even)
+    Int("length", default=64, lo=8, hi=256),  # positions in the table
+    IntSet("dims", depends_on=("model",), hi=511),  # None: 4, 5, 12, 24 (those below d_model); reset with d_model
+    Int("k", default=5, lo=1, hi=50),  # the rotation's offset
+    Text("text", default=None, max_chars=200, depends_on=("model",)),  # None: an example that repeats a token
+    Flag("no_positions"),
+)))
