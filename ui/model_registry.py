@@ -142,7 +142,7 @@ def set_active(key: str | None) -> None:
     """Make `key` the active model (what depends on the model, such as the decode page's input, starts
     afresh). Call from a widget callback, before the sidebar picker renders."""
     if st.session_state.get(ACTIVE) != key:
-        state.changed("model")
+        state.changed("model", ACTIVE)
     st.session_state[ACTIVE] = key
 
 
