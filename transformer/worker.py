@@ -4,6 +4,8 @@ shares an interpreter with the web server's page reruns (issue 10).
 
 Which one to use: the Streamlit app uses ProcessJob. TrainingJob (transformer.job, a thread) stays for
 notebooks, the CLI and scripts, where a second process buys nothing and a Trainer is at hand.
+transformer.ray_jobs.RayJob is a ProcessJob whose worker is a Ray actor placed on a cluster by Ray: the
+same worker loop (_serve, _Relay) and the same parent side, over Ray calls instead of a pipe.
 
 How it works
 - The child is a fresh interpreter (`python -c`, as multiprocessing's "spawn" starts one: forking a
@@ -42,7 +44,8 @@ How it works
   set_probe_text(text) changes the text of a probe that has a `text` attribute (assigning probe.text in the
   server changes only the server's copy).
 - Starting a worker costs an interpreter start and `import torch`: ~2-3 s of CPU before the first step
-  (measured on the 2-core machine; far longer in wall time when it is loaded).
+  (measured on the 2-core machine; far longer in wall time when it is loaded). launch_worker() starts one
+  that waits for its run, so a caller may start it ahead of time and hand it over through `launcher`.
 
 Snapshot states are TrainingJob's (idle, running, paused, stopped, finished, error) plus "queued".
 """
@@ -88,7 +91,11 @@ _BOOT = (
     "conn = Connection(int(sys.argv[1]))\n"
     "sys.path[:] = pickle.loads(conn.recv_bytes())\n"
     "from transformer.worker import _worker_main\n"
-    "_worker_main(conn, pickle.loads(conn.recv_bytes()))\n"
+    "try:\n"
+    "    spec = pickle.loads(conn.recv_bytes())\n"
+    "except EOFError:\n"  # a worker started ahead of time whose server ended before giving it a run
+    "    sys.exit(0)\n"
+    "_worker_main(conn, spec)\n"
 )
 
 
@@ -117,6 +124,24 @@ def _checked_model(model: dict | None) -> dict:
     return overrides
 
 
+def launch_worker() -> tuple[subprocess.Popen, Any]:
+    """A new worker interpreter and our end of its pipe. It is given this process's sys.path, imports the
+    library (torch: most of its start-up), then waits for the spec of the run it is to train; so one may be
+    started ahead of time and handed to a ProcessJob later (its `launcher`; the app keeps a warm spare,
+    ui/runs.py). Closing the pipe ends it."""
+    ours, theirs = multiprocessing.Pipe()  # a socket pair, framed by multiprocessing's Connection
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                                pass_fds=(theirs.fileno(),))
+        ours.send_bytes(_dumps(list(sys.path)))  # so the worker imports what this process imports
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()  # the worker holds the only other end: its death closes the pipe
+    return proc, ours
+
+
 def _death_message(exitcode: int | None, step: int) -> str:
     kept = f"at step {step:,}; its last snapshot and weights are kept"
     if exitcode is not None and exitcode < 0:
@@ -137,7 +162,9 @@ class ProcessJob:
     Built from the settings a Trainer is built from (`train`, `model`: ValueError now for anything the
     Trainer would refuse); max_steps, max_seconds, target_exact_match, probe, probe_every and idle_timeout
     mean what they mean for TrainingJob. `threads`: torch threads in the worker. `queue`: the RunQueue
-    that grants it a slot (default: the server's, transformer.capacity.server_queue()).
+    that grants it a slot (default: the server's, transformer.capacity.server_queue()). `launcher`: what
+    gives the job its worker when its turn comes, as launch_worker() does (default: launch_worker; the
+    app's hands over a worker it started ahead of time, when it has one).
     """
 
     def __init__(
@@ -152,6 +179,7 @@ class ProcessJob:
         idle_timeout: float | None = None,
         threads: int = TRAINING_THREADS,
         queue: RunQueue | None = None,
+        launcher: Callable[[], tuple[subprocess.Popen, Any]] = launch_worker,
     ):
         self.train = train.validate()
         self.model_overrides = _checked_model(model)
@@ -174,6 +202,7 @@ class ProcessJob:
         self.idle_timeout = idle_timeout
         self.threads = threads
         self.queue = server_queue() if queue is None else queue
+        self.launcher = launcher
 
         self._lock = threading.Condition()  # guards everything below; wakes pause() / stop() / bundle()
         self._status = "idle"
@@ -248,7 +277,7 @@ class ProcessJob:
             elif self._ready:
                 self._command("stop")
             else:  # still importing torch: nothing trained yet, nothing to save
-                self._proc.terminate()
+                self._terminate()
             if self._status == "queued":
                 self._status = "paused"  # out of the line now; the worker's last word follows
         self._settle_slot()
@@ -384,26 +413,31 @@ class ProcessJob:
         except (OSError, ValueError):
             pass  # the worker is gone; the reader thread reports how
 
-    def _spawn(self) -> None:
-        spec = {
+    def _spec(self) -> dict:
+        """What the worker builds its run from (_serve)."""
+        return {
             "train": self.train, "model": self.model_overrides, "max_steps": self.max_steps,
             "max_seconds": self.max_seconds, "target": self.target, "probe": self.probe,
             "probe_every": self.probe_every, "idle_timeout": self.idle_timeout, "threads": self.threads,
         }
-        ours, theirs = multiprocessing.Pipe()  # a socket pair, framed by multiprocessing's Connection
+
+    def _terminate(self) -> None:
+        """End a worker that has not built its run yet."""
+        self._proc.terminate()
+
+    def _spawn(self) -> None:
+        spec = self._spec()
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(theirs.fileno())], stdin=subprocess.DEVNULL,
-                                    pass_fds=(theirs.fileno(),))
-            ours.send_bytes(_dumps(list(sys.path)))  # so the worker imports what this process imports
-            ours.send_bytes(_dumps(spec))
+            proc, ours = self.launcher()
         except Exception as exc:  # noqa: BLE001 - e.g. out of processes or memory: the page must hear why
-            ours.close()
             self._status, self._reason = "error", "error"
             self._error = f"the training process could not start: {type(exc).__name__}: {exc}"
             self._ended.set()
             return
-        finally:
-            theirs.close()  # the worker holds the only other end: its death closes the pipe
+        try:
+            ours.send_bytes(_dumps(spec))
+        except (OSError, ValueError):
+            pass  # the worker is gone already: the reader thread reports how
         self._proc, self._conn = proc, ours
         threading.Thread(target=self._read, args=(ours, proc), name="training-worker-reader", daemon=True).start()
 
@@ -427,12 +461,15 @@ class ProcessJob:
                     message = pickle.loads(conn.recv_bytes())
                 except (EOFError, OSError):
                     break
-                with self._lock:
-                    self._apply(message)
-                    self._lock.notify_all()
-                self._settle_slot()
+                self._receive(message)
         finally:
             self._worker_ended(conn, proc)
+
+    def _receive(self, message: tuple) -> None:
+        with self._lock:
+            self._apply(message)
+            self._lock.notify_all()
+        self._settle_slot()
 
     def _apply(self, message: tuple) -> None:
         kind = message[0]
@@ -467,6 +504,11 @@ class ProcessJob:
             proc.kill()
             proc.wait()
         conn.close()
+        self._mark_ended(lambda step: _death_message(proc.returncode, step))
+
+    def _mark_ended(self, death_message: Callable[[int], str]) -> None:
+        """The worker is gone: without its goodbye (and unasked) it was killed, death_message(step) says
+        how; the slot goes back, then join() returns."""
         with self._lock:
             self._ready = False
             if not self._goodbye:
@@ -474,7 +516,7 @@ class ProcessJob:
                     self._status, self._reason = "stopped", "stopped"
                 elif self._status != "error":
                     self._status, self._reason = "error", "killed"
-                    self._error = _death_message(proc.returncode, self._progress[0])
+                    self._error = death_message(self._progress[0])
             elif self._status in ("running", "paused", "queued"):  # it ended without a final word on it
                 self._status, self._reason = "stopped", self._reason or "stopped"
         self._settle_slot()  # before join() returns: the next run in line has started by then
@@ -489,6 +531,13 @@ class ProcessJob:
 def _worker_main(conn, spec: dict) -> None:
     """The worker process: build the run, start it paused, then relay until it ends or the server goes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _serve(conn, spec)
+
+
+def _serve(conn, spec: dict) -> None:
+    """Build the run, start it paused, then relay over `conn` until the run ends or `conn` does (EOFError
+    or OSError: the server is gone). `conn` is a multiprocessing Connection, or anything with its
+    send_bytes / recv_bytes / poll (transformer.ray_jobs runs this in a thread of a Ray actor)."""
     try:
         job_module.TRAINING_THREADS = spec["threads"]  # read by TrainingJob's thread when it starts
         torch.set_num_threads(spec["threads"])
