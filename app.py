@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from ui.catalog import PAGES
@@ -9,7 +11,10 @@ from ui.runtime import configure_torch
 
 configure_torch()
 
-st.set_page_config(page_title="Attention Playground", page_icon=":material/hub:", layout="wide")
+# The favicon is Material Symbols' "hub" as a bundled file (assets/icons/; sent inline as a data: URL). With
+# page_icon=":material/hub:" the browser fetched it from fonts.gstatic.com on every script run: offline, it failed.
+FAVICON = Path(__file__).resolve().parent / "assets" / "icons" / "hub.svg"
+st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
 
 navigation: dict[str, list] = {}
 for info in PAGES:
