@@ -78,7 +78,10 @@ class _Renderer:
     async def _open(path: str):
         import kaleido
 
-        browser = kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False, path=path)
+        # Rendering needs no network (the page and plotly.js are local); a proxy that refuses everything keeps
+        # Chromium's own background lookups (accounts, updates, search engines) from leaving the machine.
+        browser = kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False, path=path,
+                                  proxy_server="127.0.0.1:9")
         await browser.open()
         return browser
 
