@@ -86,16 +86,20 @@ MAX_THREADS = 64
 # The worker's first lines, run by a fresh interpreter (`python -c`): the socket it was handed, then this
 # process's sys.path, then the run's spec.
 _BOOT = (
-    "import pickle, sys\n"
+    "import os, pickle, sys\n"
     "from multiprocessing.connection import Connection\n"
     "conn = Connection(int(sys.argv[1]))\n"
     "sys.path[:] = pickle.loads(conn.recv_bytes())\n"
     "from transformer.worker import _worker_main\n"
+    "import torch._dynamo\n"  # the first optimizer imports it (~1.2 s of CPU): done before a run is waiting
     "try:\n"
     "    spec = pickle.loads(conn.recv_bytes())\n"
     "except EOFError:\n"  # a worker started ahead of time whose server ended before giving it a run
-    "    sys.exit(0)\n"
+    "    os._exit(0)\n"
     "_worker_main(conn, spec)\n"
+    "sys.stdout.flush()\n"
+    "sys.stderr.flush()\n"
+    "os._exit(0)\n"  # its goodbye is sent; tearing down an interpreter with torch took 1-3 s, and stop() waits
 )
 
 
