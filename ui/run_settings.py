@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformer.budget import run_estimate
 from transformer.config import BOUNDS, ModelConfig
 from transformer.tasks import TASKS, make_task
 from transformer.training import MODEL_DEFAULTS, TrainConfig
@@ -73,6 +74,10 @@ def settings_problem(settings: RunSettings) -> str | None:
         return problem
     if settings.target is not None and not 0 < settings.target <= 1:
         return f"the target exact match must lie in (0, 1], got {settings.target}"
+    try:  # the run budget (AP_RUN_BUDGET_MB), before any model exists: its message gives the estimate
+        run_estimate(settings.train, settings.model).check()
+    except ValueError as exc:  # BudgetError, or a config the library refuses
+        return str(exc)
     return None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from . import model_registry as registry
+from .markdown import literal
 from .tables.shared import SHARED
 
 EXPORT_FORMAT = "export_format"
@@ -56,6 +57,15 @@ def model_card_lines(bundle) -> list[str]:
     return lines
 
 
+def card_notes(bundle) -> str | None:
+    """A short caption (literal markdown) naming the card fields loading dropped as invalid (the notes name a
+    field and what it should hold, never the value), or None for a sound card."""
+    if not bundle.notes:
+        return None
+    text = "; ".join(bundle.notes)
+    return ":material/info: " + literal(f"{text[:1].upper()}{text[1:]}.")
+
+
 def render_sidebar() -> None:
     entries = registry.entries()
     with st.sidebar:
@@ -83,6 +93,8 @@ def render_sidebar() -> None:
             st.caption(f":material/schedule: Kept on this server for {kept / 86400:.0f} more day(s) after its "
                        "last use; download it from the Checkpoints page to keep it for good.")
         st.markdown("  \n".join(model_card_lines(bundle)))
+        if (notes := card_notes(bundle)) is not None:
+            st.caption(notes)
         st.divider()
         st.radio(
             "Chart download format",

@@ -12,13 +12,19 @@ from pathlib import Path
 
 import streamlit as st
 
+from transformer.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointError, load_bundle, load_state_dict_file
 
 from . import model_registry as registry
 
-UPLOAD_LIMIT_MB = 20  # the same as server.maxUploadSize in .streamlit/config.toml (a test keeps them equal)
-UPLOAD_LIMIT = UPLOAD_LIMIT_MB * 2**20
+# server.maxUploadSize in .streamlit/config.toml (a test keeps them equal). Streamlit's server takes it as
+# MB of 2**20 bytes, its browser side (1.67, outside Windows) as MB of 10**6 bytes: measured in Chromium, a
+# file of 20,000,001 bytes never reaches the server. So the app accepts what every browser sends, exactly
+# 20,000,000 bytes, and says so; the server's own cap (20 MiB) stays above it.
+UPLOAD_LIMIT_MB = 20
+UPLOAD_LIMIT = UPLOAD_LIMIT_MB * 10**6
+LIMIT_TEXT = f"{UPLOAD_LIMIT_MB} MB ({UPLOAD_LIMIT:,} bytes)"
 CHECKPOINT_TYPES = ["safetensors", "pt"]
 MAX_UPLOADED_MODELS = 8  # per session: each one is held in this server's memory until the tab closes
 OUTCOME = "upload_outcome"  # session_state: the outcome of the last upload handled (not view state)
@@ -38,7 +44,7 @@ def _metadata(config: bytes | None) -> dict | None:
     if config is None:
         return None
     if len(config) > UPLOAD_LIMIT:
-        raise CheckpointError("the config file is too large")
+        raise CheckpointError(f"the config file is {len(config):,} bytes; uploads are limited to {LIMIT_TEXT}")
     try:
         data = json.loads(config)
     except (ValueError, RecursionError):
@@ -52,7 +58,7 @@ def load_upload(name: str, data: bytes, config: bytes | None = None) -> ModelBun
     """A model from an uploaded file: `.safetensors`, or `.pt` (its metadata inside, or `config` JSON bytes
     beside a bare state dict). Named after the file. Raises CheckpointError saying what is wrong."""
     if len(data) > UPLOAD_LIMIT:
-        raise CheckpointError(f"the file is {len(data) / 2**20:.1f} MB; uploads are limited to {UPLOAD_LIMIT_MB} MB")
+        raise CheckpointError(f"the file is {len(data):,} bytes; uploads are limited to {LIMIT_TEXT}")
     suffix = Path(name).suffix.lower()
     if suffix == ".safetensors":
         bundle = load_bundle(data, max_bytes=UPLOAD_LIMIT)
@@ -77,7 +83,19 @@ def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: t
     key = registry.add_session_model(bundle, "uploaded")
     return UploadOutcome(upload_id, True, f"“{name}” loaded as “{bundle.name}”: {bundle.task.title.lower()}, "
                                           f"{bundle.model.num_parameters():,} parameters. It is now the active model "
-                                          "on every page.", key)
+                                          f"on every page.{caveats(bundle)}", key)
+
+
+def caveats(bundle: ModelBundle) -> str:
+    """What an accepted upload's message adds: its card's dropped fields, and a model whose traced decodes
+    are over the memory budget even for the shortest input (the decoding pages will refuse them)."""
+    text = f" Its model card was cleaned: {'; '.join(bundle.notes)}." if bundle.notes else ""
+    shortest = replace(decode_estimate(bundle.config, source_len=1), what="tracing the decode of a one-token input")
+    try:
+        shortest.check()
+    except BudgetError as exc:
+        text += f" The pages that trace a decode will refuse it: {exc}."
+    return text
 
 
 def handle(file, config_file=None) -> UploadOutcome | None:

@@ -13,10 +13,11 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import model_registry as registry
 from ui import uploads
 from ui.markdown import literal
-from ui.sidebar import model_card_lines
+from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
 from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
 from ui.widgets import finish, header
+from transformer.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
 from transformer.eval_examples import Example, decode_examples
@@ -164,6 +165,8 @@ def card_facts(bundle: ModelBundle) -> None:
     if (created := created_at(card)) is not None:
         lines.append(f"**Created:** {created:%Y-%m-%d %H:%M} UTC")
     st.markdown("  \n".join(lines))
+    if (notes := card_notes(bundle)) is not None:  # fields of a hostile or broken card, dropped on loading
+        st.caption(notes)
     config_col, train_col = st.columns(2)
     with config_col.expander("Model configuration"):
         st.json(bundle.config.to_dict())
@@ -258,7 +261,14 @@ def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
         seed = view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
                            help="Another seed draws another set of held-out inputs.")
     if st.button("Evaluate", icon=":material/speed:", key="ckpt_evaluate", type="primary"):
-        view.set("evaluations", evaluations(view) | {key: run_evaluation(bundle, int(samples), int(seed))})
+        try:  # the model budget, as the CLI's eval checks it: before any input is drawn
+            task = bundle.task
+            evaluation_estimate(bundle.config, int(samples), task.max_source_chars + 1,
+                                task.max_target_chars + 1).check()
+        except BudgetError as exc:
+            st.error(literal(f"Cannot evaluate: {exc}."), icon=":material/block:")
+        else:
+            view.set("evaluations", evaluations(view) | {key: run_evaluation(bundle, int(samples), int(seed))})
     result = evaluations(view).get(key)
     if result is None:
         st.caption(f"Press Evaluate to measure this model on {samples:,} held-out inputs drawn with seed {seed}.")
@@ -289,9 +299,11 @@ def upload_section(view: View) -> None:
     st.subheader("Upload a checkpoint")
     st.markdown(
         "A `.safetensors` file saved by this app (the Download button above, or `python -m transformer train`), "
-        "or a PyTorch `.pt` file of the model's state dict. Every file is checked before use: its size, its "
-        "header, its configuration and the shape of every tensor. A file that fails any check is refused and "
-        "nothing changes. `.pt` files are read with `torch.load(weights_only=True)`, so no code inside them runs.")
+        "or a PyTorch `.pt` file of the model's state dict, of at most "
+        f"{uploads.LIMIT_TEXT}. Every file is checked before use: its size (a `.pt` archive's unpacked size too), "
+        "its header, its configuration, the memory loading it needs and the shape of every tensor. A file that "
+        "fails any check is refused and nothing changes; a model card's invalid fields are dropped with a note. "
+        "`.pt` files are read with `torch.load(weights_only=True)`, so no code inside them runs.")
     left, right = st.columns([3, 2])
     file = left.file_uploader("Checkpoint (.safetensors or .pt)", type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
                               on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
