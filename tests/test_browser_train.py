@@ -1,6 +1,8 @@
 """The Train page in a real browser, opened first on a fresh server: start a tiny run, watch the curve grow,
-click a widget while it trains and see training carry on, pause, use and download the model; and its link,
-opened on a second fresh server, restores the settings and retrains the same model."""
+click a widget while it trains and see training carry on, pause, use and download the model; its link,
+opened on a second fresh server, restores the settings and retrains the same model; and two browser
+contexts on one server with one training slot: each sees and controls only its own run, the second waits in
+line with its place shown and starts when the first pauses."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import re
 import time
 
 import pytest
-from conftest import SCRIPT_IDLE, Server, open_app_page, screenshot
+from conftest import SCRIPT_IDLE, Server, _require_chromium, open_app_page, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -207,3 +209,58 @@ def test_a_copied_link_restores_the_settings_and_retrains_the_same_model(fresh_s
         context.close()
     finally:
         other.stop()
+
+
+def state_line(pg) -> str:
+    return pg.locator("[data-testid=stMain]").inner_text()
+
+
+def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser):
+    _require_chromium()
+    monkeypatch.setenv("AP_MAX_RUNS", "1")  # the server's one training slot: a second run waits in line
+    server = Server()
+    contexts = []
+    try:
+        pages = []
+        for _ in range(2):
+            contexts.append(_browser.new_context(viewport={"width": 1400, "height": 900}))
+            pg = contexts[-1].new_page()
+            pg.set_default_timeout(30_000)
+            open_app_page(pg, f"{server.url}/train")
+            set_tiny_config(pg)
+            pages.append(pg)
+        first, second = pages
+
+        first.get_by_role("button", name="Start", exact=True).click()
+        wait_until(first, lambda: first.get_by_text("Training…").count() and step_shown(first) > 0, "the first run")
+        second.reload()  # the second session drawn afresh (its settings come back from the URL): nothing of the
+        settle(second)  # first session's run shows
+        assert "Training…" not in state_line(second) and not second.get_by_text("Step 0 of").count()
+        assert second.get_by_role("button", name="Start", exact=True).is_enabled()
+        for name in ("Pause", "Resume", "Stop"):
+            assert second.get_by_role("button", name=name, exact=True).is_disabled()
+
+        second.get_by_role("button", name="Start", exact=True).click()
+        wait_until(second, lambda: second.get_by_text("Waiting for a training slot").count(), "the second run's place")
+        assert "yours is next" in state_line(second)
+        screenshot(second, "train_second_session_waiting")
+        moving = step_shown(first)
+        wait_until(first, lambda: step_shown(first) > moving, "the first run to carry on")
+        assert "Waiting for a training slot" not in state_line(first)
+
+        first.get_by_role("button", name="Pause", exact=True).click()  # gives its slot back: the second starts
+        wait_until(first, lambda: first.get_by_text("Paused.").count(), "the first run to pause")
+        frozen = step_shown(first)
+        wait_until(second, lambda: second.get_by_text("Training…").count() and step_shown(second) > 0,
+                   "the second run to start", timeout=120)
+        second.get_by_role("button", name="Stop", exact=True).click()
+        wait_until(second, lambda: second.get_by_text("was stopped").count(), "the second run to stop")
+        assert first.get_by_text("Paused.").count() and step_shown(first) == frozen  # untouched by the other
+        first.get_by_role("button", name="Resume", exact=True).click()
+        wait_until(first, lambda: step_shown(first) > frozen, "the first run to resume", timeout=120)
+        first.get_by_role("button", name="Stop", exact=True).click()
+        wait_until(first, lambda: first.get_by_text("was stopped").count(), "the first run to stop")
+    finally:
+        for context in contexts:
+            context.close()
+        server.stop()

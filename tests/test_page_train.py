@@ -1,11 +1,19 @@
 """Train page (AppTest) and its modules (ui/runs.py, ui/run_settings.py, ui/tables/train.py): start/pause/
-resume/stop/step, the probe and its snapshots, settings validation, the per-server cap, errors inside training,
-using the model, page switches; its view in the URL, a link that restores it (and retrains the same model), and
-hostile links."""
+resume/stop/step, the probe and its snapshots, settings validation, errors inside training and a worker killed
+from outside, the server's line of runs (place shown, a full line refused), the keeper, 20 start/stop cycles
+without leftovers, the spare worker, using the model, page switches, the device setting; its view in the
+URL, a link that restores it (and retrains the same model), and hostile links.
+
+Every run trains in a worker process (a fresh interpreter importing torch: seconds on a loaded machine), so
+waits here are generous; the spare worker the page starts when it is shown is what most runs adopt."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
+import signal
+import threading
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,19 +22,24 @@ import plotly_specs
 import pytest
 import torch
 
+from page_probes import DivergingProbe
 from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
 from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, settings_of, values_of
-from transformer import job as job_module
+from transformer import capacity
+from transformer.capacity import RunQueue
 from transformer.charts.training import format_seconds, probe_filename, progress
 from transformer.config import BOUNDS, ModelConfig
 from transformer.decoding import greedy_decode
 from transformer.job import TrainingJob
+from transformer.worker import WEIGHTS_EVERY, ProcessJob
 from transformer.probe import example_input, run_probe
 from transformer.tasks import TASKS
 from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer
 
 PAGE = "pages/models/train.py"
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the page of a server without CUDA")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 _opened: list = []  # the AppTests of this test, whose runs are stopped when it ends
 
 
@@ -57,7 +70,7 @@ def train_page_from(at):
     return at
 
 
-def job_of(at) -> TrainingJob:
+def job_of(at) -> ProcessJob:
     return at.session_state[runs.RUN].job
 
 
@@ -67,7 +80,7 @@ def shown_step(at) -> int:
     return int(re.match(r"Step ([\d,]+) of", text)[1].replace(",", ""))
 
 
-def wait_for(at, predicate, timeout: float = 60.0):
+def wait_for(at, predicate, timeout: float = 120.0):
     """Rerun the page until predicate(at) holds (run_every never fires under AppTest)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -196,29 +209,112 @@ def test_invalid_settings_show_a_message_and_block_start(train_page, changes, me
     assert runs.RUN not in at.session_state
 
 
-def test_server_cap_gives_a_clear_message(train_page, monkeypatch):
-    monkeypatch.setattr(job_module, "MAX_CONCURRENT_JOBS", 0)
+@pytest.fixture
+def server_queue(monkeypatch):
+    """`server_queue(limit, max_queued)`: the server's line of runs replaced by a small one of its own."""
+
+    def make(limit: int, max_queued: int) -> RunQueue:
+        queue = RunQueue(limit=limit, max_queued=max_queued)
+        monkeypatch.setattr(capacity, "_server_queue", queue)
+        return queue
+
+    return make
+
+
+def test_a_full_line_gives_a_clear_message_and_changes_nothing(train_page, server_queue):
+    at = train_page()
+    at.number_input(key=key("step_count")).set_value(2)
+    at.button(key="train_step").click().run()
+    wait_for(at, lambda a: state(a) == "paused" and shown_step(a) == 2)
+    at.button(key="train_stop").click().run()
+    earlier = job_of(at)
+    queue = server_queue(limit=1, max_queued=0)
+    queue.acquire("another session's run", lambda: None)  # the one slot is taken, and no one may wait
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    assert any("Cannot start: the server is full" in e.value and "the limit is 1" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert job_of(at) is earlier and state(at) == "stopped"  # the ended run and its model stay
+    assert at.button(key="train_use") and queue.running == 1 and queue.waiting == 0
+
+
+def test_a_run_beyond_the_slots_waits_in_line_and_shows_its_place(train_page, server_queue):
+    queue = server_queue(limit=1, max_queued=8)
+    others = ["run A", "run B", "run C"]  # other sessions' runs: A trains, B and C wait
+    granted = []
+    for other in others:
+        queue.acquire(other, lambda other=other: granted.append(other))
     at = train_page()
     at.button(key="train_start").click().run()
-    assert any("already running" in e.value for e in at.error), [e.value for e in at.error]
-    assert runs.RUN not in at.session_state
+    assert not at.exception and state(at) == "queued" and job_of(at).position() == 3
+    assert job_of(at).pid is None  # no process until its turn: a full line must not hold interpreters
+    assert any("2 runs ahead of yours" in m.value for m in at.markdown), [m.value for m in at.markdown]
+    assert at.button(key="train_start").disabled and at.selectbox(key=key("task")).disabled
+    assert not at.button(key="train_pause").disabled and at.button(key="train_step").disabled
+    queue.release("run A")
+    at.run()
+    assert granted == ["run B"] and any("1 run ahead of yours" in m.value for m in at.markdown)
+    queue.release("run B")
+    at.run()
+    assert granted == ["run B", "run C"] and any("yours is next" in m.value for m in at.markdown)
+    queue.release("run C")  # first come, first served: now ours
+    wait_for(at, lambda a: state(a) == "running" and shown_step(a) > 0)
+    assert job_of(at).position() == 0 and not any("ahead of yours" in m.value for m in at.markdown)
+    at.button(key="train_pause").click().run()
+    assert_paused(at)
+    assert queue.running == 0  # a paused run gives its slot back
+
+
+def test_pausing_a_queued_run_takes_it_out_of_the_line(train_page, server_queue):
+    queue = server_queue(limit=1, max_queued=8)
+    queue.acquire("another session's run", lambda: None)
+    at = train_page()
+    at.button(key="train_start").click().run()
+    assert state(at) == "queued" and any("yours is next" in m.value for m in at.markdown)
+    at.button(key="train_pause").click().run()
+    assert state(at) == "paused" and queue.waiting == 0 and job_of(at).position() is None
+    at.button(key="train_resume").click().run()
+    assert state(at) == "queued" and job_of(at).position() == 1  # back at the end of the line
+    at.button(key="train_stop").click().run()
+    assert state(at) == "stopped" and queue.waiting == 0
 
 
 def test_an_error_in_training_is_shown_and_the_model_kept(train_page, monkeypatch):
-    original = Trainer.step
-
-    def failing(self):
-        if self.step_count == 4:
-            raise RuntimeError("simulated failure")
-        return original(self)
-
-    monkeypatch.setattr(Trainer, "step", failing)
+    monkeypatch.setattr(runs, "Probe", DivergingProbe)  # fails in the worker at step 4
+    monkeypatch.setattr(runs, "PROBE_EVERY", 2)
     at = train_page()
     at.button(key="train_start").click().run()
     wait_for(at, lambda a: state(a) == "error")
-    assert any("simulated failure" in e.value and "step 4" in e.value for e in at.error)
+    assert any("simulated divergence" in e.value and "step 4" in e.value and "kept" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert job_of(at).bundle().card["steps"] == 4  # the worker sent the weights it stopped at
     at.button(key="train_use").click().run()
     assert any(o.endswith("(trained)") for o in at.selectbox(key="active_model_widget").options)
+
+
+def test_a_worker_killed_from_outside_is_reported_and_its_model_kept(train_page):
+    at = train_page()
+    at.number_input(key=key("steps")).set_value(20_000).run()  # still training when it is killed
+    at.button(key="train_start").click().run()
+    wait_for(at, lambda a: shown_step(a) > 20)
+    job = job_of(at)
+    time.sleep(WEIGHTS_EVERY + 1)  # the worker has sent its weights while running at least once
+    before = job.snapshot().step
+    os.kill(job.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(at, lambda a: state(a) == "error", timeout=10)
+    assert time.monotonic() - killed < 5
+    message = " ".join(e.value for e in at.error)
+    assert "killed (SIGKILL" in message and "kept" in message, message
+    last = job.snapshot()
+    assert last.step >= before and last.history  # the last snapshot stays readable
+    bundle = job.bundle()
+    assert 20 < bundle.card["steps"] <= last.step  # weights at most WEIGHTS_EVERY seconds old
+    at.button(key="train_use").click().run()
+    assert not at.exception
+    picker = at.selectbox(key="active_model_widget")
+    assert picker.value.startswith("trained:")
+    assert at.button(key="train_start").disabled is False  # a new run may start
 
 
 def test_probe_snapshots_follow_training_then_scrub_when_paused(train_page):
@@ -293,7 +389,7 @@ def test_switching_pages_keeps_the_run_and_the_settings(train_page):
     assert at.number_input(key=key("batch_size")).value == 32  # kept by the state table
     at.button(key="train_start").click().run()
     job = job_of(at)
-    assert job.trainer.config.batch_size == 32
+    assert job.train.batch_size == 32
     wait_for(at, lambda a: shown_step(a) > 0)
     at.selectbox(key=key("head")).set_value(1).run()  # a click while training
     at.switch_page("pages/explore/decode.py").run()
@@ -352,11 +448,46 @@ def test_probe_reports_bad_input_instead_of_raising():
     assert good.error is None and good.cross.shape[2:] == (len(good.output_pieces), 4)  # a b c </s>
 
 
-def test_keeper_heartbeats_live_sessions_and_stops_gone_ones():
-    jobs = [TrainingJob(Trainer(TrainConfig(steps=5))) for _ in range(3)]
-    for job, session in zip(jobs, ("here", "gone", "gone")):
-        job.start(paused=True)
-        runs._register(job, session)
+TINY = RunSettings(dataclasses.replace(TRAIN_DEFAULTS, steps=100_000, batch_size=8, eval_samples=8),
+                   {**MODEL_DEFAULTS_ALL, "d_model": 16, "n_heads": 2, "d_ff": 32}, None)
+
+
+def child_pids() -> set[int]:
+    """This process's children, live or zombie (not yet reaped), from /proc; a multiprocessing resource
+    tracker (which lives as long as this process) left out."""
+    children = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"resource_tracker" not in command:
+            children.add(int(entry))
+    return children
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_keeper_heartbeats_live_sessions_and_ends_the_workers_of_gone_ones():
+    made = [runs.new_run(TINY) for _ in range(3)]
+    for run, session in zip(made, ("here", "gone", "gone")):
+        run.start(steps=1)  # its worker trains one step, then stays paused
+        runs._register(run.job, session)
+    jobs = [run.job for run in made]
+    deadline = time.monotonic() + 120
+    while not all(j.snapshot().state == "paused" and j.snapshot().step == 1 for j in jobs):
+        assert time.monotonic() < deadline, [j.snapshot().state for j in jobs]
+        time.sleep(0.1)
+    pids = [j.pid for j in jobs]
+    assert set(pids) <= child_pids()
     jobs[2].stop()
     assert jobs[2].join(10)
     now = time.monotonic()
@@ -365,11 +496,67 @@ def test_keeper_heartbeats_live_sessions_and_stops_gone_ones():
     assert [j.snapshot().state for j in jobs[:2]] == ["paused", "paused"]  # too soon to stop "gone"
     runs.sweep(lambda session: session == "here", now=now + runs.IDLE_TIMEOUT + 1)
     assert jobs[1].join(10) and jobs[1].snapshot().finished_reason == "stopped"
-    assert jobs[0].snapshot().state == "paused"  # its session is connected
+    assert pids[1] not in child_pids() and pids[2] not in child_pids()  # its worker ended and was reaped
+    assert jobs[0].snapshot().state == "paused" and pids[0] in child_pids()  # its session is connected
     jobs[0].stop()
     assert jobs[0].join(10)
     runs.sweep(lambda session: True)
     assert not any(j in runs._registry for j in jobs)
+    assert not set(pids) & child_pids()
+
+
+def test_the_page_keeps_a_spare_worker_that_the_next_run_adopts(train_page):
+    runs.end_spare()
+    at = train_page()
+    spare = runs.spare_pid()
+    assert spare is not None and spare in child_pids()  # started when the page was shown
+    at.run()
+    assert runs.spare_pid() == spare  # one per server, not one per rerun
+    at.button(key="train_start").click().run()
+    assert job_of(at).pid == spare and runs.spare_pid() is None  # adopted; no new spare while it trains
+    wait_for(at, lambda a: shown_step(a) > 0)
+    at.button(key="train_stop").click().run()
+    assert state(at) == "stopped" and spare not in child_pids()
+    again = runs.spare_pid()
+    assert again not in (None, spare)  # shown without a live run again: the next one is on its way
+    runs._expire_spare(time.monotonic() + runs.SPARE_IDLE + 1)  # the keeper ends a spare nobody took
+    assert runs.spare_pid() is None and again not in child_pids()
+
+
+def test_twenty_start_stop_cycles_leave_no_process_thread_or_memory_behind(train_page):
+    """Start and Stop through the page's own code path: every fifth run trains before it is stopped, the
+    others are stopped while their worker starts. Afterwards the process's children (a spare worker at most),
+    threads and RSS are back at their baseline."""
+    at = train_page()
+    at.number_input(key=key("steps")).set_value(20_000).run()
+    pids = []
+
+    def cycle(i: int) -> None:
+        at.button(key="train_start").click().run()
+        job = job_of(at)
+        pids.append(job.pid)
+        if i % 5 == 0:
+            wait_for(at, lambda a: shown_step(a) > 0)
+        at.button(key="train_stop").click().run()
+        assert not at.exception and state(at) == "stopped" and job.join(0)
+
+    for i in range(2):  # warm-up: imports, caches, the first figures
+        cycle(i)
+    runs.sweep(lambda session: True)
+    baseline = (len(child_pids()), threading.active_count(), rss_mb())
+    for i in range(20):
+        cycle(i)
+    runs.sweep(lambda session: True)  # the keeper forgets ended jobs
+    children = child_pids()
+    assert len(children) <= max(1, baseline[0]) and children <= {runs.spare_pid()}  # a spare worker at most
+    assert not set(pids) & children  # every run's worker ended and was reaped
+    deadline = time.monotonic() + 5  # a reader thread ends just after its job says it has ended
+    while threading.active_count() > baseline[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() <= baseline[1]
+    grown = rss_mb() - baseline[2]
+    print(f"20 start/stop cycles: RSS {baseline[2]:.0f} MB -> {rss_mb():.0f} MB ({grown:+.1f} MB)")
+    assert grown < 30, f"RSS grew by {grown:.1f} MB over 20 start/stop cycles"
 
 
 def test_figure_cache_rebuilds_only_when_the_key_changes():
@@ -420,7 +607,8 @@ def test_settings_and_view_values_convert_both_ways():
     for task in TASKS:
         params = {name: PARAM_FIELDS[name].hi if "max" in name else PARAM_FIELDS[name].lo
                   for name in task_defaults(task)}
-        train = TrainConfig(task=task, task_params=params, lr=0.0012345, seed=7, steps=50, label_smoothing=0.1)
+        train = TrainConfig(task=task, task_params=params, lr=0.0012345, seed=7, steps=50, label_smoothing=0.1,
+                            device="cpu")
         settings = RunSettings(train, {**MODEL_DEFAULTS_ALL, "n_heads": 2, "norm": "post"}, None)
         assert settings_of(values_of(settings)) == settings
     for prop in TRAIN.props:  # the table's defaults are the library's
@@ -498,6 +686,7 @@ HOSTILE = [  # (query, the URL the page shows after it: the default view, bar wh
     ({"probe": "ABC!"}, {}), ({"probe": "a" * 121}, {}), ({"probe": "a\x00b"}, {}),
     ({"layer": "2"}, {}), ({"head": "5"}, {}), ({"head": "-1"}, {}), ({"v": "2", "seed": "1"}, {}),
     ({"unknown": "1"}, {}), ({"step_count": "5"}, {}), ({"snapshot": "3"}, {}), ({"model": "copy"}, {}),
+    ({"device": "tpu"}, {}), ({"device": "CUDA"}, {}),
 ]
 
 
@@ -522,3 +711,50 @@ def test_live_texts_and_export_names():
     assert probe_filename("reverse", 250, 0, None) == "reverse_cross_L1_train0250"
     job = TrainingJob(Trainer(TrainConfig(steps=4)))
     assert progress(job.snapshot(), 0.99) == (0.0, "Step 0 of 4 · 0 s of training")
+
+
+# ------------------------------------------------------------------------------------------------ device
+
+
+def device_pickers(at) -> list:
+    return [box for box in at.selectbox if box.key == key("device")]
+
+
+@no_cuda
+def test_without_cuda_there_is_no_device_picker_and_a_cuda_link_gets_a_note(clean_caches):
+    at = linked({"device": "cuda"})
+    assert not at.exception and not at.error and not device_pickers(at)
+    notes = " ".join(w.value for w in at.warning)
+    assert "could not be followed" in notes and "no CUDA GPU" in notes, notes
+    assert dict(at.query_params) == {}  # back to auto
+    assert not at.button(key="train_start").disabled
+
+    cpu = linked({"device": "cpu"})  # a CPU everywhere: kept, and named in the summary
+    assert not cpu.warning and dict(cpu.query_params) == {"v": "1", "device": "cpu"}
+    assert any("on the CPU" in c.value for c in cpu.caption)
+
+
+def test_settings_for_cuda_without_it_are_refused_before_anything_starts():
+    settings = RunSettings(dataclasses.replace(TRAIN_DEFAULTS, device="cuda"))
+    if torch.cuda.is_available():
+        assert settings_problem(settings) is None
+    else:
+        assert "torch.cuda.is_available() is False" in settings_problem(settings)
+        with pytest.raises(ValueError, match="cuda"):
+            runs.new_run(settings)
+    assert runs.preview(settings.key(), "abc").error is None  # the preview always decodes on the CPU
+
+
+@needs_cuda
+def test_with_cuda_the_page_trains_on_the_picked_device(train_page):
+    at = train_page()
+    assert [box.options for box in device_pickers(at)] == [["Auto (the GPU when there is one)", "CPU", "GPU (CUDA)"]]
+    at.selectbox(key=key("device")).set_value("cuda").run()
+    assert at.query_params["device"] == "cuda"
+    at.number_input(key=key("step_count")).set_value(3)
+    at.button(key="train_step").click().run()
+    wait_for(at, lambda a: state(a) == "paused" and shown_step(a) == 3)
+    assert job_of(at).train.device == "cuda"
+    bundle = job_of(at).bundle()
+    assert all(t.device.type == "cpu" for t in bundle.model.state_dict().values())  # weights come back on the CPU
+    assert "training step 3" in probe_chart(at)[0]

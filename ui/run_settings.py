@@ -24,6 +24,7 @@ MODEL_DEFAULTS_ALL: dict[str, Any] = {
 TRAIN_DEFAULTS = TrainConfig()
 NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}
 POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "None"}
+DEVICE_LABELS = {"auto": "Auto (the GPU when there is one)", "cpu": "CPU", "cuda": "GPU (CUDA)"}
 
 
 def task_defaults(task: str) -> dict[str, int]:
@@ -85,8 +86,9 @@ def settings_summary(settings: RunSettings) -> str:
     """One line (markdown) naming the model shape and the training settings."""
     m, t = settings.model, settings.train
     stop = f", stop at {settings.target:.0%} exact match" if settings.target is not None else ""
+    device = f", on the {DEVICE_LABELS[t.device].split(' (')[0]}" if t.device != "auto" else ""
     return (f"**Model:** {m['n_enc_layers']} encoder + {m['n_dec_layers']} decoder layer(s), {m['n_heads']} heads, "
             f"d_model {m['d_model']}, d_ff {m['d_ff']}, dropout {m['dropout']:g}, {m['norm']}-norm, "
             f"{POSITIONAL_LABELS[m['positional']].lower()} positions · **Training:** learning rate {t.lr:g} "
             f"(warm-up {t.warmup}), batch {t.batch_size}, up to {t.steps:,} steps, label smoothing "
-            f"{t.label_smoothing:g}, seed {t.seed}{stop}")
+            f"{t.label_smoothing:g}, seed {t.seed}{stop}{device}")

@@ -1,17 +1,21 @@
 """A session's training run: the Run (its job, probe and settings), kept in st.session_state; the untrained
 preview; a per-server keeper that heartbeats jobs whose browser session is still connected (so switching
-pages never stops training) and stops those whose session is gone; and the few things the Train page leaves
+pages never stops training) and ends those whose session is gone; and the few things the Train page leaves
 for its own next run (a start request, a message, the figures it last built, drawn by the same functions
 as every page's).
 
-The job is created in `new_run` and used only through Run's methods: that is the one place a different kind
-of job (a worker process instead of a thread) plugs in. benchmarks/app_train.py runs the same Run, probe and
-figures, so it measures what the page runs.
+The job is created in `new_run` and used only through Run's methods: a transformer.worker.ProcessJob, so
+each run trains in a worker process of its own (never a thread of the web server), takes one of the
+server's training slots or waits in its line (transformer.capacity: AP_MAX_RUNS, AP_MAX_QUEUED), and ends
+with the server. A run lives in its session's st.session_state only: a session sees and controls its own
+runs and no other. benchmarks/app_train.py runs the same Run, probe and figures, so it measures what the
+page runs.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -21,10 +25,12 @@ from typing import Any
 import streamlit as st
 
 from transformer.bundle import ModelBundle
-from transformer.job import JobSnapshot, TrainingJob
+from transformer.capacity import server_queue
+from transformer.job import TRAINING_THREADS, JobSnapshot
 from transformer.probe import Probe, ProbeResult, example_input, run_probe
 from transformer.tasks import Task, make_task
 from transformer.training import TrainConfig, Trainer
+from transformer.worker import ProcessJob, launch_worker
 from ui import display
 from ui.run_settings import RunSettings
 
@@ -34,6 +40,7 @@ PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it ke
 IDLE_TIMEOUT = 60.0  # seconds without a heartbeat before a running job of a vanished session stops
 KEEPER_PERIOD = 5.0  # seconds between the keeper's sweeps
 MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
+SPARE_IDLE = 600.0  # seconds a spare worker nobody took is kept (it holds an interpreter with torch: ~250 MB)
 
 
 @dataclass
@@ -41,12 +48,13 @@ class Run:
     """One training run of a session: the job, its probe, what it was built from, and a probe taken on
     demand (step, result) when the probe text changes while the job is not stepping."""
 
-    job: TrainingJob
+    job: ProcessJob
     probe: Probe
     settings: RunSettings
     task: Task
     manual: tuple[int, ProbeResult] | None = None
     added: dict[int, str] = field(default_factory=dict)  # step -> model entry key, once "used"
+    _caught_up: int | None = None  # the step catch_up last probed for
 
     # -- the job, through these only
     def snapshot(self) -> JobSnapshot:
@@ -57,7 +65,8 @@ class Run:
         return self.job.bundle(name)
 
     def start(self, steps: int | None = None) -> None:
-        """Train (or run exactly `steps` steps, then pause). JobLimitError when the server runs its cap."""
+        """Train (or run exactly `steps` steps, then pause); it waits in the server's line ("queued") when
+        every training slot is taken. QueueFullError (a JobLimitError) when the line is full too."""
         if steps is None:
             self.job.start()
         else:
@@ -74,11 +83,16 @@ class Run:
         self.job.resume()
 
     def stop(self) -> None:
-        """End training for good (the thread ends after the current step); the model so far is kept."""
+        """End training for good (the worker ends after the current step); the model so far is kept."""
         self.job.stop()
 
     def heartbeat(self) -> None:
         self.job.heartbeat()
+
+    def position(self) -> int | None:
+        """k >= 1 while the run is k-th in the server's line (k - 1 runs wait ahead of it); 0 while it
+        holds a training slot; None otherwise."""
+        return self.job.position()
 
     # -- the probe
     def timeline(self, snapshot: JobSnapshot) -> list[tuple[int, ProbeResult]]:
@@ -95,7 +109,7 @@ class Run:
         bundle = self.bundle()
         result = run_probe(bundle, text)
         if result.error is None:
-            self.probe.text = text
+            self.job.set_probe_text(text)  # the probe runs in the worker: tell it, not only our copy
             self.manual = (bundle.card["steps"], result)
         return result
 
@@ -104,27 +118,122 @@ class Run:
         stepping: paused, stopped, finished, failed), so the view shows where training stands."""
         snapshot = self.snapshot()
         timeline = self.timeline(snapshot)
-        if not timeline or timeline[-1][0] < snapshot.step:
+        if (not timeline or timeline[-1][0] < snapshot.step) and self._caught_up != snapshot.step:
             bundle = self.bundle()
             self.manual = (bundle.card["steps"], run_probe(bundle, self.probe.text))
+            # a killed worker's last weights may be older than its last progress: probe them once, not on
+            # every rerun
+            self._caught_up = snapshot.step
 
 
 def new_run(settings: RunSettings, probe_text: str | None = None) -> Run:
-    """A run that has not started: its job (here a TrainingJob: a thread of this process) and its probe
-    (default: the task's example)."""
+    """A run that has not started: its job (a ProcessJob: the run trains in a worker process of its own,
+    on the server's queue) and its probe (default: the task's example). ValueError for settings the
+    Trainer would refuse (e.g. device "cuda" on a server without CUDA)."""
     task = make_task(settings.train.task, **settings.train.task_params)
     probe = Probe(probe_text or example_input(task))
-    job = TrainingJob(Trainer(settings.train, settings.model), target_exact_match=settings.target, probe=probe,
-                      probe_every=PROBE_EVERY, idle_timeout=IDLE_TIMEOUT)
+    job = ProcessJob(settings.train, settings.model, target_exact_match=settings.target, probe=probe,
+                     probe_every=PROBE_EVERY, idle_timeout=IDLE_TIMEOUT, threads=worker_threads(),
+                     launcher=_launcher)
     return Run(job, probe, settings, task)
+
+
+def worker_threads() -> int:
+    """Torch threads of a run's worker. One, as in the library: TrainingJob trains in a background thread of
+    the worker, where two OpenMP threads made the default model slower, not faster, on the 2-core machine
+    (benchmarks/threads.py; app_train.py --threads 2 measures it through the page's path)."""
+    return TRAINING_THREADS
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def preview(settings_key: str, text: str) -> ProbeResult:
-    """What the probe shows before Start: the untrained model of these settings (same seed as the run)."""
+    """What the probe shows before Start: the untrained model of these settings (same seed as the run, and
+    the same weights: a Trainer builds its model on the CPU whatever its device), decoded on the CPU."""
     data = json.loads(settings_key)
-    trainer = Trainer(TrainConfig(**data["train"]), data["model"])
+    trainer = Trainer(TrainConfig(**{**data["train"], "device": "cpu"}), data["model"])
     return run_probe(trainer.bundle(), text)
+
+
+def queue_limits() -> tuple[int, int]:
+    """(training slots, places in line) of this server (AP_MAX_RUNS, AP_MAX_QUEUED)."""
+    queue = server_queue()
+    return queue.limit, queue.max_queued
+
+
+# ------------------------------------------------------------------------------------ the spare worker
+# A worker's start-up (a fresh interpreter importing torch: 2-4 s of CPU) would come after Start. The Train
+# page therefore asks for a spare when it is shown without a live run: one per server, started in the
+# background while the user reads the page, handed to the next run that starts (any session's), and ended
+# by the keeper when nobody took it for SPARE_IDLE seconds or when the server ends (its pipe closes).
+
+_spare: tuple[subprocess.Popen, Any, float] | None = None  # (process, our end of its pipe, when started)
+_spare_lock = threading.Lock()
+
+
+def prepare_worker() -> None:
+    """Start a spare worker unless one is kept, or every training slot is busy (its start-up would slow
+    the runs training; a run that waits in line starts its own worker when its turn comes)."""
+    global _spare
+    queue = server_queue()
+    with _spare_lock:
+        if _spare is not None and _spare[0].poll() is None:
+            return
+        _drop_spare()
+        if queue.running >= queue.limit:
+            return
+        try:
+            proc, conn = launch_worker()
+        except OSError:
+            return  # out of processes or memory: each run will say so when it starts its own
+        _spare = (proc, conn, time.monotonic())
+    _ensure_keeper()
+
+
+def spare_pid() -> int | None:
+    """The spare worker's process id, while one is kept."""
+    with _spare_lock:
+        return None if _spare is None else _spare[0].pid
+
+
+def _launcher() -> tuple[subprocess.Popen, Any]:
+    """A run's worker: the spare when one is kept and alive, else a new one (launch_worker)."""
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        proc, conn, _ = spare
+        if proc.poll() is None:
+            return proc, conn
+        _end_worker(proc, conn)
+    return launch_worker()
+
+
+def end_spare() -> None:
+    """End the spare worker, if any, and reap it."""
+    with _spare_lock:
+        _drop_spare()
+
+
+def _drop_spare() -> None:
+    global _spare
+    if _spare is not None:
+        proc, conn, _ = _spare
+        _spare = None
+        _end_worker(proc, conn)
+
+
+def _end_worker(proc: subprocess.Popen, conn) -> None:
+    """End a worker that was never given a run (it holds nothing: no need to wait for it to notice its
+    pipe closing, which it does only once its imports are done) and reap it."""
+    conn.close()
+    proc.kill()
+    proc.wait()
+
+
+def _expire_spare(now: float) -> None:
+    with _spare_lock:
+        if _spare is not None and now - _spare[2] > SPARE_IDLE:
+            _drop_spare()
 
 
 def current_run() -> Run | None:
@@ -132,15 +241,19 @@ def current_run() -> Run | None:
 
 
 def launch(run: Run, steps: int | None = None) -> None:
-    """Start the run (or run exactly `steps` steps, then pause) and keep it in this session.
-    JobLimitError when the server already runs its cap of jobs."""
+    """Start the run (or run exactly `steps` steps, then pause) and keep it in this session in place of
+    its previous run, which is stopped; it may wait in the server's line. QueueFullError (a JobLimitError)
+    when the line is full: then nothing changes, the previous run included."""
     run.start(steps)
+    previous = st.session_state.get(RUN)
     st.session_state[RUN] = run
     _register(run.job, _session_id())
+    if previous is not None:
+        previous.stop()
 
 
 def discard_run() -> None:
-    """Stop this session's run (its thread ends after the current step) and forget it."""
+    """Stop this session's run (its worker ends after the current step) and forget it."""
     run = st.session_state.pop(RUN, None)
     if run is not None:
         run.stop()
@@ -148,7 +261,7 @@ def discard_run() -> None:
 
 # --------------------------------------------------------------------------------------------- keeper
 
-_registry: dict[TrainingJob, list] = {}  # job -> [session id or None, last time the session was seen]
+_registry: dict[ProcessJob, list] = {}  # job -> [session id or None, last time the session was seen]
 _registry_lock = threading.Lock()
 _keeper: threading.Thread | None = None
 
@@ -160,10 +273,15 @@ def _session_id() -> str | None:
     return ctx.session_id if ctx is not None else None
 
 
-def _register(job: TrainingJob, session_id: str | None) -> None:
-    global _keeper
+def _register(job: ProcessJob, session_id: str | None) -> None:
     with _registry_lock:
         _registry[job] = [session_id, time.monotonic()]
+    _ensure_keeper()
+
+
+def _ensure_keeper() -> None:
+    global _keeper
+    with _registry_lock:
         if _keeper is None or not _keeper.is_alive():
             _keeper = threading.Thread(target=_keep, name="training-keeper", daemon=True)
             _keeper.start()
@@ -192,6 +310,7 @@ def _keep() -> None:
 
     while True:
         time.sleep(KEEPER_PERIOD)
+        _expire_spare(time.monotonic())
         if Runtime.exists():  # under AppTest there is no server, and the page's polls heartbeat instead
             sweep(Runtime.instance().is_active_session)
 

@@ -1,4 +1,5 @@
-"""Train live: train a small Transformer in a background thread and watch its cross-attention form."""
+"""Train live: train a small Transformer in a worker process of its own and watch its cross-attention form.
+Runs beyond the server's training slots wait in line, with their place shown; a session sees only its own run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import display, runs
 from ui import model_registry as registry
 from ui.run_settings import (
-    NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, model_problem,
+    DEVICE_LABELS, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, model_problem,
     settings_problem, settings_summary, task_defaults, task_problem,
 )
 from ui.state import View
@@ -20,6 +21,7 @@ from ui.tables.train import (
 from ui.widgets import finish, header
 from transformer.charts.training import curves_figure, format_seconds, probe_filename, probe_labels, progress
 from transformer.checkpoints import bundle_to_bytes
+from transformer.devices import DEVICES, cuda_available
 from transformer.job import JobLimitError
 from transformer.probe import example_input
 from transformer.tasks import TASKS, make_task
@@ -35,6 +37,8 @@ REASONS = {
     "stopped": "was stopped",
     "session gone": "was stopped because its browser session went away",
 }
+LIVE = ("running", "paused", "queued")  # a run in these states is this session's live run
+POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
 
 
 def intro() -> DeltaGenerator:
@@ -76,6 +80,9 @@ def check_settings(view: View) -> None:
         if name not in own and view.get(name) != prop.default:
             view.refuse(name, f"the {task} task has no such setting")
     values = view.values()
+    if view.get("device") == "cuda" and not cuda_available():
+        view.refuse("device", "this server has no CUDA GPU (torch.cuda.is_available() is False); "
+                    "training runs on the CPU")
     checks = ((own, task_problem(task, {name: values[name] for name in own})),
               (MODEL_FIELDS, model_problem(settings_of(values).model)))
     for names, problem in checks:
@@ -110,6 +117,10 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
         view.widget("stop_early", st.checkbox, f"Stop once held-out exact match reaches {TARGET_EXACT_MATCH:.0%}",
                     disabled=locked, help=f"Checked every {TRAIN_DEFAULTS.eval_every} steps on "
                     f"{TRAIN_DEFAULTS.eval_samples} held-out inputs, confirmed on {TRAIN_DEFAULTS.confirm_samples}.")
+        if cuda_available():  # on a server without a GPU there is nothing to choose
+            view.widget("device", st.selectbox, "Device", list(DEVICES), format_func=DEVICE_LABELS.get,
+                        disabled=locked, help="Where the run trains. Auto uses the GPU; the weights you use or "
+                        "download are the same either way (kept on the CPU).")
     settings = settings_of(view.values())
     st.caption(settings_summary(settings) + (" · *locked while the run is live*" if locked else ""))
     return settings
@@ -138,17 +149,20 @@ def show_message(slot: str) -> None:
 
 
 def start(view: View, settings: RunSettings, text: str, steps: int | None = None) -> None:
-    """Replace any ended run with a new one and start it (or run `steps` steps, then pause)."""
-    runs.discard_run()
+    """Start a new run (or run `steps` steps, then pause) in place of this session's ended one. When it
+    cannot start (the server's line is full, settings the library refuses) a message says why and nothing
+    changes: the ended run and its model stay."""
     if not text or runs.preview(settings.key(), text).error:
         view.reset("probe")
         text = default_probe(settings, None)
     try:
         runs.launch(runs.new_run(settings, text), steps)
-    except JobLimitError as exc:
+    except JobLimitError as exc:  # the server's line is full (capacity.QueueFullError)
         runs.say("error", f"Cannot start: {exc}.")
-    except ValueError as exc:
+        return
+    except ValueError as exc:  # settings the library refuses
         runs.say("error", f"Cannot start: {exc}")
+        return
     view.set("follow", True)
 
 
@@ -167,12 +181,13 @@ def step_clicked(view: View, run: runs.Run | None) -> None:
 
 
 def controls(view: View, run: runs.Run | None, state: str | None, problem: str | None) -> None:
-    live = state in ("running", "paused")
+    live = state in LIVE
     cols = st.columns([1, 1, 1, 1, 0.9, 1.1, 1], vertical_alignment="bottom")
     cols[0].button("Start", key="train_start", icon=":material/play_arrow:", type="primary", width="stretch",
                    disabled=live or problem is not None, on_click=runs.request_start)
     cols[1].button("Pause", key="train_pause", icon=":material/pause:", width="stretch",
-                   disabled=state != "running", on_click=lambda: run.pause())
+                   disabled=state not in POLLED, on_click=lambda: run.pause(),
+                   help="Pause after the step under way (a waiting run leaves the line).")
     cols[2].button("Resume", key="train_resume", icon=":material/resume:", width="stretch",
                    disabled=state != "paused", on_click=resume, args=(view, run))
     cols[3].button("Stop", key="train_stop", icon=":material/stop:", width="stretch", disabled=not live,
@@ -181,7 +196,7 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
     with cols[4]:
         number(view, TRAIN.by_name["step_count"], disabled=False)
     cols[5].button("Step", key="train_step", icon=":material/skip_next:", width="stretch",
-                   disabled=state == "running" or (state != "paused" and problem is not None),
+                   disabled=state in POLLED or (state != "paused" and problem is not None),
                    on_click=step_clicked, args=(view, run),
                    help="Run exactly this many steps, then pause (a new run starts paused if none is live).")
     cols[6].button("Reset", key="train_reset", icon=":material/restart_alt:", width="stretch",
@@ -218,11 +233,14 @@ def pick_snapshot(view: View, timeline: list, running: bool) -> int:
     return steps.index(chosen)
 
 
-def probe_panel(view: View, timeline: list, task, running: bool) -> None:
+def probe_panel(view: View, timeline: list, task, state: str) -> None:
     """The probe's output and cross-attention at the chosen snapshot, with its layer/head pickers."""
     if not timeline:
-        st.info("Taking the first snapshot of the probe…", icon=":material/hourglass_top:")
+        waiting = "The first snapshot of the probe comes once training starts." if state == "queued" else \
+            "Taking the first snapshot of the probe…"
+        st.info(waiting, icon=":material/hourglass_top:")
         return
+    running = state in POLLED
     top = st.columns([1, 1, 1.2], vertical_alignment="bottom")
     if running:
         with top[2]:
@@ -265,8 +283,26 @@ def metrics_row(snapshot) -> None:
                    help="Greedy outputs identical to the answer, on held-out inputs never trained on.")
 
 
+def queue_line(run: runs.Run) -> str:
+    """Where a queued run stands: "2 runs ahead of yours", or next."""
+    position = run.position()
+    slots, _ = runs.queue_limits()
+    busy = f"all {slots} of this server's training slots are busy" if slots > 1 else \
+        "this server's training slot is busy"
+    if not position:  # its turn came since the snapshot was taken
+        return ":blue[**Starting…**]"
+    ahead = position - 1
+    where = ("yours is next" if ahead == 0 else f"{ahead:,} run{'s' if ahead != 1 else ''} ahead of yours")
+    return (f":blue[**Waiting for a training slot:**] {where}. Training starts by itself when one frees up "
+            f"({busy}); Pause leaves the line.")
+
+
 def status_line(run: runs.Run, snapshot) -> None:
-    if snapshot.state == "error":
+    if snapshot.state == "queued":
+        st.markdown(queue_line(run))
+    elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
+        st.markdown(":green[**Starting a training process…**] (a few seconds: it loads the model code first)")
+    elif snapshot.state == "error":
         st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
                  "kept: you can still use or download it below.")
     elif snapshot.state in STATE_LINES:
@@ -278,7 +314,7 @@ def status_line(run: runs.Run, snapshot) -> None:
 
 
 def live_view(view: View, run: runs.Run) -> None:
-    """Progress, curves and the probe of this session's run."""
+    """Progress, curves and the probe of this session's run (its place in line while it waits)."""
     snapshot = run.snapshot()
     run.heartbeat()
     if snapshot.state != runs.drawn_state():
@@ -292,7 +328,7 @@ def live_view(view: View, run: runs.Run) -> None:
         display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
         st.caption(f"Measured on held-out inputs every {run.settings.train.eval_every} steps.")
     with probe:
-        probe_panel(view, run.timeline(snapshot), run.task, snapshot.state == "running")
+        probe_panel(view, run.timeline(snapshot), run.task, snapshot.state)
     view.sync_url()
 
 
@@ -387,7 +423,7 @@ def main() -> None:
     run = runs.current_run()
     snapshot = run.snapshot() if run is not None else None
     state = snapshot.state if snapshot is not None else None
-    live = state in ("running", "paused")
+    live = state in LIVE
     check_settings(view)  # before the widgets show the values
     settings = settings_panel(view, locked=live)
     problem = settings_problem(settings)
@@ -416,14 +452,16 @@ def main() -> None:
     else:
         following = runs.drawn_state() == "running" and view.get("follow")
         runs.set_drawn_state(state)
-        if state != "running":
+        if state not in POLLED:
             run.catch_up()  # the probe at the weights training stopped at
             if following:  # it just stopped: keep showing the newest snapshot
                 view.set("snapshot", run.timeline(run.snapshot())[-1][0])
-        (live_polling if state == "running" else live_static)(view, run)
-        if state != "running" and snapshot.step > 0:
+        (live_polling if state in POLLED else live_static)(view, run)
+        if state not in POLLED and snapshot.step > 0:
             result_panel(view, run)
         retrain_link(view, run)
+    if not live and problem is None:
+        runs.prepare_worker()  # a spare worker starts up while the user reads the page, not after Start
     finish(view, notes)
 
 

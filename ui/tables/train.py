@@ -3,8 +3,10 @@ and the probe view's layer and head. Each numeric setting's prop is also its num
 bounds, step, help): one source for the bounds a widget offers and a link may set.
 
 Training is seeded, so a link with these settings retrains the same model (opening it fills the settings; it
-does not start training). `settings_of` turns the view into RunSettings, `values_of` a run's settings back
-into the view (for the link that retrains a run's model).
+does not start training). `device` (auto / cpu / cuda, transformer.devices) is in the view too: the page
+shows its picker only where CUDA is available and refuses a link's "cuda" with a note where it is not.
+`settings_of` turns the view into RunSettings, `values_of` a run's settings back into the view (for the
+link that retrains a run's model).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from transformer.config import BOUNDS
+from transformer.devices import DEVICES
 from transformer.tasks import TASKS
 from ui.run_settings import (
     MODEL_DEFAULTS_ALL, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings,
@@ -121,6 +124,7 @@ TRAIN = register(StateTable("train", (
     Choice("positional", default=_M["positional"], options=tuple(POSITIONAL_LABELS)),
     *TRAIN_FIELDS.values(),
     Flag("stop_early", default=True),  # stop at TARGET_EXACT_MATCH held-out exact match
+    Choice("device", default=TRAIN_DEFAULTS.device, options=DEVICES),  # where the run trains
     Text("probe", default=None, max_chars=120, depends_on=("task",)),  # None: the task's first example
     Int("layer", default=1, lo=1, hi=int(BOUNDS["n_dec_layers"][1])),  # the probe view's decoder layer, 1-based
     Int("head", default=ALL_HEADS, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
@@ -137,7 +141,7 @@ def settings_of(values: dict) -> RunSettings:
     task = values["task"]
     task_params = {name: values[name] for name in task_defaults(task)}
     model = {name: values[name] for name in (*MODEL_FIELDS, "norm", "positional")}
-    train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params,
+    train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params, device=values["device"],
                                 **{name: values[name] for name in TRAIN_FIELDS})
     return RunSettings(train, model, TARGET_EXACT_MATCH if values["stop_early"] else None)
 
@@ -147,4 +151,5 @@ def values_of(settings: RunSettings) -> dict:
     train = settings.train
     return {"task": train.task, **{name: p.default for name, p in PARAM_FIELDS.items()}, **train.task_params,
             **{name: settings.model[name] for name in (*MODEL_FIELDS, "norm", "positional")},
-            **{name: getattr(train, name) for name in TRAIN_FIELDS}, "stop_early": settings.target is not None}
+            **{name: getattr(train, name) for name in TRAIN_FIELDS}, "stop_early": settings.target is not None,
+            "device": train.device}
