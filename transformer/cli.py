@@ -1,8 +1,8 @@
 """`python -m transformer`: train, evaluate, decode and list models from the command line.
 
     train  --task NAME [--task-param k=v ...] [--steps N] [--max-seconds S] [--target-accuracy A]
-           [--seed K] [model and training options] --out PATH [--name NAME]
-    eval   --checkpoint PATH [--samples N] [--seed K]
+           [--seed K] [model and training options, --device auto|cpu|cuda among them] --out PATH [--name NAME]
+    eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda]
     decode --checkpoint PATH --input TEXT [--json] [--beam K] [--topk K]
     models [--folder DIR] [--json]
 
@@ -34,6 +34,7 @@ from .bundle import ModelBundle
 from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
 from .config import NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, check_decode_budget, greedy_decode
+from .devices import DEVICES, resolve_device
 from .evaluation import evaluate_bundle
 from .job import TrainingJob
 from .tasks import TASKS
@@ -66,6 +67,7 @@ TRAIN_OPTIONS = {
     "--eval-every": ("eval_every", int, "evaluate every N steps"),
     "--eval-samples": ("eval_samples", int, "held-out pairs per evaluation"),
     "--confirm-samples": ("confirm_samples", int, "held-out pairs confirming a reached target"),
+    "--device": ("device", str, f"where to train: {', '.join(DEVICES)} (auto: CUDA when available)"),
 }
 
 
@@ -114,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", required=True, type=Path)
     evaluate.add_argument("--samples", type=int, default=1000)
     evaluate.add_argument("--seed", type=int, default=1, help="seed of the held-out inputs")
+    evaluate.add_argument("--device", default="auto", help=f"where to evaluate: {', '.join(DEVICES)}")
     evaluate.set_defaults(run=run_eval)
 
     decode = commands.add_parser("decode", help="decode one input, optionally as JSON with attention")
@@ -315,7 +318,9 @@ def load_checkpoint(path: Path) -> ModelBundle:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    device = resolve_device(args.device)  # ValueError (exit 2) for an unknown name, or cuda without CUDA
     bundle = load_checkpoint(args.checkpoint)
+    bundle.model.to(device)  # evaluation follows the model's device
     task = bundle.task  # lengths in characters: at least the token counts, whatever the tokenizer
     evaluation_estimate(bundle.config, args.samples, task.max_source_chars + 1, task.max_target_chars + 1).check()
 
