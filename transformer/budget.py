@@ -169,17 +169,18 @@ def load_estimate(config: ModelConfig) -> Estimate:
 
 
 def decode_estimate(config: ModelConfig, source_len: int | None = None, steps: int | None = None,
-                    json_output: bool = False) -> Estimate:
+                    json_output: bool = False, rows: int = 1) -> Estimate:
     """One traced greedy decode of a `source_len`-token source (with </s>) for up to `steps` steps, the
-    model loaded; defaults: both max_len (the worst case a model allows). `json_output`: `decode --json`."""
+    model loaded; defaults: both max_len (the worst case a model allows). `json_output`: `decode --json`.
+    `rows`: a traced batch of that many sequences (the masks page's teacher-forced pass)."""
     s, t = _lengths(config, source_len, steps)
     d, heads, layers = config.d_model, config.n_heads, config.n_enc_layers + config.n_dec_layers
-    numbers = trace_numbers(config, s, t)
+    numbers = rows * trace_numbers(config, s, t)
     parts = {
         "weights": FLOAT * parameter_count(config),
         "attention traces": 2 * FLOAT * numbers,  # scores and weights
-        "KV cache and activations": FLOAT * (config.n_dec_layers * 4 * d * (s + t) + layers * s * (d + config.d_ff)
-                                             + t * config.tgt_vocab),
+        "KV cache and activations": rows * FLOAT * (config.n_dec_layers * 4 * d * (s + t)
+                                                    + layers * s * (d + config.d_ff) + t * config.tgt_vocab),
     }
     if json_output:
         parts["JSON output"] = JSON_BYTES_PER_NUMBER * numbers

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .budget import decode_estimate, evaluation_estimate
 from .decoding import greedy_batch
 from .masks import padding_mask, target_mask
 from .model import EncoderDecoder
@@ -92,6 +93,9 @@ def greedy_targets(model: EncoderDecoder, tokenizer: Tokenizer, sources: list[st
     """The model's own greedy output for each source, decoded in one batch (no trace)."""
     check_sources(model, tokenizer, sources)
     src, _ = encode_pairs(tokenizer, [(s, "") for s in sources])
+    estimate = evaluation_estimate(model.config, len(sources), src.shape[1])
+    if not estimate.fits():
+        raise BatchError(estimate.message())
     out = greedy_batch(model, src, model.config.max_len - 1)
     return [tokenizer.decode(row) for row in out.tolist()]
 
@@ -106,6 +110,9 @@ def masked_batch(model: EncoderDecoder, tokenizer: Tokenizer, pairs: list[tuple[
     _check_texts(model, tokenizer, [t for _, t in pairs], "target")
     src, tgt = encode_pairs(tokenizer, pairs)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    estimate = decode_estimate(model.config, src.shape[1], tgt_in.shape[1], rows=len(pairs))
+    if not estimate.fits():  # the trace holds every row's scores and weights
+        raise BatchError(estimate.message())
     src_mask = padding_mask(src)
     tgt_mask = target_mask(tgt_in) if causal else padding_mask(tgt_in)
     trace = AttentionTrace()
