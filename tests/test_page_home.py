@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, needs_reverse
 from plotly_specs import spec, title, z
 from transformer.decoding import greedy_decode
+from ui.markdown import plain
 from ui.tables.home import HOME
 
 INPUT = HOME.view().widget_key("input")
@@ -57,7 +58,7 @@ def test_one_card_per_page_with_something_to_try(home):
 def test_bad_input_shows_a_message_and_the_rest_of_the_page(home, text, message):
     home.text_input(key=INPUT).set_value(text).run()
     assert not home.exception
-    assert any(message in e.value for e in home.error), [e.value for e in home.error]
+    assert any(message in plain(e.value) for e in home.error), [e.value for e in home.error]
     assert spec(home, "fig-home-arch") and len(home.get("page_link")) == 6
     assert not [el for el in home.get("plotly_chart") if el.proto.id.endswith("fig-home-cross")]
 

@@ -11,6 +11,7 @@ from transformer import charts
 from transformer.charts.common import COLORBAR_PX
 from transformer.export import chart_config, matrix_to_csv
 
+from .markdown import code
 from .sidebar import EXPORT_FORMAT
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
@@ -92,4 +93,4 @@ def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: s
 
 def output(text: str) -> str:
     """A model's output for markdown: in code style, or a note when it is empty."""
-    return f"`{text}`" if text else "*(nothing: it ended with `</s>` at once)*"
+    return code(text) if text else "*(nothing: it ended with `</s>` at once)*"

@@ -10,6 +10,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import display
 from ui import model_registry as registry
 from ui.display import HALF_WIDTH as HALF
+from ui.markdown import literal
 from ui.state import View
 from ui.tables.masks import GREEDY, KINDS, MASKS, TARGETS
 from ui.widgets import finish, header, require_model
@@ -304,7 +305,7 @@ def main() -> None:
     text, targets_from, batch, error = batch_of(view, key, bundle)
     inputs_panel(view, bundle, text)
     if batch is None:
-        st.error(f"These inputs cannot form a batch: {error}", icon=":material/error:")
+        st.error(f"These inputs cannot form a batch: {literal(str(error))}", icon=":material/error:")
         finish(view, notes)
         return
     stem = f"{bundle.task.name}_masks"

@@ -11,6 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display
 from ui import model_registry as registry
 from ui.display import HALF_WIDTH
+from ui.markdown import literal
 from ui.state import View
 from ui.tables.positions import MAX_DIMS, POSITIONS
 from ui.widgets import finish, header, require_model, verdict
@@ -228,7 +229,7 @@ def main() -> None:
     view.widget("text", st.text_input, f"An input for the {bundle.task.title.lower()} model",
                 to_widget=lambda _: text, max_chars=200)
     if embedding is None:
-        st.error(f"This input cannot be used: {error}", icon=":material/error:")
+        st.error(f"This input cannot be used: {literal(str(error))}", icon=":material/error:")
         finish(view, notes)
         return
     embedding_sum(bundle, embedding)

@@ -14,6 +14,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
 from ui.widgets import current_input, finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
@@ -57,9 +58,9 @@ def intro() -> DeltaGenerator:
 def show_outcome(task, text: str, result: DecodeResult) -> None:
     """The output, right or wrong against the task's answer (with the answer when wrong)."""
     output, answer = result.output_text, task.answer(text)
-    line = f"**Output:** `{output}`" + ("" if result.finished else " (stopped at the length limit without `</s>`)")
+    line = f"**Output:** {code(output)}" + ("" if result.finished else " (stopped at the length limit without `</s>`)")
     if answer is not None:
-        line += f" {verdict(output, answer)}" + ("" if output == answer else f" expected `{answer}`")
+        line += f" {verdict(output, answer)}" + ("" if output == answer else f" expected {code(answer)}")
     st.markdown(line)
     warn_if_longer_than_trained(task, text)
 
@@ -147,7 +148,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str) -> None:
             if cell:
                 query, key = cell
                 weight = float(weights[query, key])
-                st.markdown(f"Query `{_plain(rows[query])}` gives key `{_plain(cols[key])}` weight "
+                st.markdown(f"Query {code(_plain(rows[query]))} gives key {code(_plain(cols[key]))} weight "
                             f"**{weight:.3f}** ({weight:.0%} of its attention).")
             else:
                 st.caption("Click a cell to read its query, key and weight.")
@@ -288,7 +289,8 @@ def main() -> None:
     try:
         result, maps = decodes.greedy(key, version, text), decodes.maps(key, version, text)
     except (TokenizerError, DecodeError) as exc:
-        st.error(f"{bundle.name} cannot decode this input: {exc}. Type another one or pick an example above.")
+        st.error(f"{literal(bundle.name)} cannot decode this input: {literal(str(exc))}. Type another one or pick an "
+                 "example above.")
         finish(view, notes)
         return
     show_outcome(bundle.task, text, result)

@@ -9,6 +9,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display
 from ui import model_registry as registry
 from ui.catalog import PAGES
+from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.home import HOME
 from ui.widgets import current_input, finish, header, require_model, verdict
@@ -75,12 +76,12 @@ def at_a_glance(view: View, key: str, bundle) -> None:
         view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200,
                     help="Any input the model's tokenizer knows; press Enter to decode it.")
         if result is None:
-            st.error(f"This input cannot be decoded: {error}", icon=":material/error:")
+            st.error(f"This input cannot be decoded: {literal(str(error))}", icon=":material/error:")
             return
         expected = task.answer(text)
         st.markdown(f"**Output:** {display.output(result.output_text)} {verdict(result.output_text, expected)}")
         if expected is not None and result.output_text != expected:
-            st.markdown(f"The right answer is `{expected}`.")
+            st.markdown(f"The right answer is {code(expected)}.")
     with right:
         layer, head = focus_head(result.cross.numpy(), task, text)
         display.cross_heatmap(result, layer, head, filename=chart_filename(task.name, "cross", layer, head),
