@@ -8,6 +8,7 @@ import streamlit as st
 from . import model_registry as registry
 from .markdown import literal
 from .tables.shared import SHARED
+from .widgets import NO_MODEL
 
 EXPORT_FORMAT = "export_format"
 
@@ -72,8 +73,7 @@ def render_sidebar() -> None:
         st.iframe(COPY_LINK_HTML, height=42)
         st.subheader("Active model")
         if not entries:
-            st.error("No model is available: the pretrained checkpoints in assets/checkpoints are missing. "
-                     "Train one on the Train live page.")
+            st.error(NO_MODEL)
             return
         view = SHARED.view()
         view.set("model", registry.active_key())  # a model that is gone (removed, or not kept) gives way

@@ -16,7 +16,7 @@ from ui.markdown import literal
 from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
 from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
-from ui.widgets import finish, header
+from ui.widgets import NO_MODEL, finish, header
 from transformer.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
@@ -324,8 +324,7 @@ def main() -> None:
     notes = intro()
     entries = registry.entries()
     if not entries:
-        st.warning("No model is available: the pretrained checkpoints are missing. Train one on the Train live "
-                   "page, or upload a checkpoint below.")
+        st.warning(NO_MODEL, icon=":material/info:")
     else:
         table_section(view, entries)
         left, right = st.columns([1, 1], gap="large")
