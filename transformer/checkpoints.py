@@ -226,7 +226,7 @@ def load_state_dict_file(
                 {"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))["config"])).check()
         try:
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        except Exception:  # torch's own text advises loading unsafely: never pass that on to a user
+        except Exception:  # noqa: BLE001 - torch's own text advises loading unsafely: never pass that on
             raise CheckpointError("refused to load this .pt file safely: it holds something other than tensors "
                                   "and plain data, or is not a PyTorch file (nothing in it was run)") from None
         if not isinstance(obj, dict):
@@ -296,7 +296,7 @@ def _as_checkpoint_error():
         raise
     except (ValueError, OSError) as exc:  # ConfigError, TokenizerError, TaskError, a missing file, ...
         raise CheckpointError(_first_line(exc)) from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a hostile file may break a parser in any way: one message
         raise CheckpointError(f"unreadable checkpoint ({type(exc).__name__}: {_first_line(exc)})") from None
 
 
