@@ -159,6 +159,31 @@ def test_an_error_in_the_worker_is_reported_with_the_last_snapshot(make_job):
     assert job.bundle().card["steps"] == 6
 
 
+def test_stop_ends_a_worker_within_a_second_even_mid_step_and_keeps_the_last_weights(make_job):
+    job = make_job(probe=TextProbe("ab", delay=30.0), probe_every=5)  # every probe takes 30 s
+    job.start()
+    wait_for(lambda: job.snapshot().state == "running" and job.pid is not None, what="the run to start")
+    time.sleep(1.0)  # inside the first probe now (or a step): either way, not between steps for 29 s
+    pid = job.pid
+    began = time.monotonic()
+    job.stop()
+    took = time.monotonic() - began
+    assert took < 1.5, took  # STOP_GRACE (1 s), then the worker is ended: not 30 s
+    snap = job.snapshot()
+    assert snap.state == "stopped" and job.join(0)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), timeout=5, what="the worker to end")
+    bundle = job.bundle()  # the weights it last sent (taken between steps), with the step they are from
+    assert 0 <= bundle.card["steps"] <= snap.step
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def test_a_worker_killed_from_outside_is_reported_and_its_weights_stay(make_job):
     job = make_job()
     job.start()

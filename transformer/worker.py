@@ -80,6 +80,7 @@ __all__ = ["ProcessJob"]
 
 PUBLISH_EVERY = 0.1  # seconds between the worker's progress messages (only sent when something changed)
 WEIGHTS_EVERY = 2.0  # seconds between weight copies a running worker sends (what survives a SIGKILL)
+STOP_GRACE = 1.0  # seconds a stop waits for the step under way before it ends the worker (issue: stop within 1 s)
 CHILD_SETTLE = 600.0  # seconds the worker waits for its step under way on pause / stop (the parent waits less)
 EXIT_GRACE = 5.0  # seconds a worker whose pipe has closed gets to exit before it is killed
 MAX_THREADS = 64
@@ -270,7 +271,9 @@ class ProcessJob:
 
     def stop(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """End the worker after the current step and return once it has ended (or after `timeout`); a job
-        without a worker (idle, queued, paused before its first turn) just becomes stopped."""
+        without a worker (idle, queued, paused before its first turn) just becomes stopped. A worker still
+        busy STOP_GRACE seconds after the command (a long step or evaluation) is ended at once: its memory
+        goes back to the system and the last weights it sent stay (their card names their step)."""
         with self._lock:
             if self._ended.is_set():
                 return
@@ -285,7 +288,11 @@ class ProcessJob:
             if self._status == "queued":
                 self._status = "paused"  # out of the line now; the worker's last word follows
         self._settle_slot()
-        self.join(timeout)
+        if not self.join(min(timeout, STOP_GRACE)):
+            with self._lock:
+                if self._proc is not None and not self._ended.is_set():
+                    self._terminate()
+            self.join(timeout)
 
     def heartbeat(self) -> None:
         """Tell the job its page is still open (see idle_timeout)."""
@@ -426,7 +433,7 @@ class ProcessJob:
         }
 
     def _terminate(self) -> None:
-        """End a worker that has not built its run yet."""
+        """End the worker at once (it has not built its run yet, or a stop's grace ran out)."""
         self._proc.terminate()
 
     def _spawn(self) -> None:
