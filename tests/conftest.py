@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -218,3 +219,31 @@ def screenshot(pg, name: str) -> Path:
     pg.screenshot(path=str(path), full_page=True)
     pg.set_viewport_size(viewport)
     return path
+
+
+def open_link(page: str, query: dict[str, str]):
+    """An AppTest of `page` (a script path like "pages/explore/decode.py") opened by a link with `query` as
+    its parameters, as a new session opens it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(page)
+    for name, value in query.items():
+        at.query_params[name] = value
+    return at.run()
+
+
+@contextlib.contextmanager
+def on_a_fresh_server(browser, link: str, made_on: str):
+    """Open `link` (copied from the server at `made_on`) in a new browser context on a second, freshly started
+    server, where nothing of the first session exists; yields the page once the app has run."""
+    other = Server()
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        fresh = context.new_page()
+        fresh.set_default_timeout(30_000)
+        open_app_page(fresh, link.replace(made_on, other.url))
+        yield fresh
+    finally:
+        context.close()
+        other.stop()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import Server, needs_reverse, open_app_page, screenshot, settle
+from conftest import needs_reverse, on_a_fresh_server, open_app_page, screenshot, settle
 from transformer.export import image_export_available
 
 pytestmark = [pytest.mark.browser, needs_reverse]
@@ -90,14 +90,6 @@ def test_attention_page_paints_exports_and_its_link_restores_the_view_on_a_fresh
     assert "Query 02 " in original["text"] and "gives key 03 " in original["text"]
     screenshot(pg, "attention_linked_view")
 
-    other = Server()  # a second, freshly started server: nothing of the first session is there
-    try:
-        context = _browser.new_context(viewport={"width": 1400, "height": 900})
-        fresh = context.new_page()
-        fresh.set_default_timeout(30_000)
-        open_app_page(fresh, link.replace(fresh_server.url, other.url))
+    with on_a_fresh_server(_browser, link, fresh_server.url) as fresh:  # nothing of the first session
         assert json.dumps(view(fresh)) == json.dumps(original)  # as text: the grid's gaps are NaN
         assert fresh.url.split("?")[1] == link.split("?")[1]
-        context.close()
-    finally:
-        other.stop()

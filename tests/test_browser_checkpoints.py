@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REVERSE, Server, needs_reverse, open_app_page, screenshot, settle
+from conftest import REVERSE, needs_reverse, on_a_fresh_server, open_app_page, screenshot, settle
 from ui import uploads
 from ui.tables.checkpoints import CHECKPOINTS
 from transformer.checkpoints import list_checkpoints, load_bundle
@@ -161,12 +161,7 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     evaluated = view(pg)
     screenshot(pg, "checkpoints_linked_view")
 
-    other = Server()  # a second, freshly started server: nothing of the first session is there
-    try:
-        context = _browser.new_context(viewport={"width": 1400, "height": 900})
-        fresh = context.new_page()
-        fresh.set_default_timeout(30_000)
-        open_app_page(fresh, link.replace(fresh_server.url, other.url))
+    with on_a_fresh_server(_browser, link, fresh_server.url) as fresh:  # nothing of the first session
         fresh.locator("[data-testid=stDataFrame]").first.wait_for()
         assert view(fresh) == original  # Evaluate ready with the link's settings, not run on opening
         assert fresh.locator("[data-testid=stMetric]").count() == 0
@@ -174,6 +169,3 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
         assert view(fresh) == evaluated  # the same held-out inputs, the same figures and worked examples
         assert fresh.url.split("?")[1] == link.split("?")[1]
         screenshot(fresh, "checkpoints_link_restored")
-        context.close()
-    finally:
-        other.stop()

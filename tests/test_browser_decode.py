@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REVERSE, Server, needs_reverse, open_app_page, screenshot, settle, wait_for_app
+from conftest import REVERSE, needs_reverse, on_a_fresh_server, open_app_page, screenshot, settle, wait_for_app
 from transformer.checkpoints import load_bundle
 from transformer.export import chart_filename
 
@@ -114,18 +114,10 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     assert "you forced" in original["text"] and original["model"] == "copy (pretrained)"
     screenshot(pg, "decode-03-linked-view")
 
-    other = Server()  # a second, freshly started server: nothing of the first session is there
-    try:
-        context = _browser.new_context(viewport={"width": 1400, "height": 900})
-        fresh = context.new_page()
-        fresh.set_default_timeout(30_000)
-        open_app_page(fresh, link.replace(fresh_server.url, other.url))
+    with on_a_fresh_server(_browser, link, fresh_server.url) as fresh:  # nothing of the first session
         restored = view(fresh)
         assert restored == original
         assert fresh.url.split("?")[1] == link.split("?")[1]
-        context.close()
-    finally:
-        other.stop()
 
 
 def test_two_sessions_keep_their_own_view(fresh_server, page, _browser):

@@ -19,7 +19,7 @@ from transformer.masks import padding_mask
 from transformer.special_tokens import BOS, EOS
 from transformer.trace import AttentionTrace
 
-from conftest import REVERSE, ROOT, needs_reverse
+from conftest import REVERSE, ROOT, needs_reverse, open_link
 from ui.markdown import plain
 from ui import model_registry as registry
 from ui.tables.attention import ATTENTION
@@ -265,14 +265,8 @@ def test_every_shipped_model_shows_its_heads(app):
 
 
 def linked(query: dict[str, str]):
-    """An AppTest of the attention page opened by a link with `query` as its parameters."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(PAGE)
-    for name, value in query.items():
-        at.query_params[name] = value
-    return at.run()
+    """An AppTest of this page opened by a link with `query` as its parameters."""
+    return open_link(PAGE, query)
 
 
 def big_heatmap(at) -> tuple[str, np.ndarray]:

@@ -19,7 +19,7 @@ import safetensors
 import safetensors.torch
 import torch
 
-from conftest import REVERSE, ROOT, Payload, needs_reverse
+from conftest import REVERSE, ROOT, Payload, needs_reverse, open_link
 from ui import model_registry as registry
 from ui import uploads
 from ui.markdown import WORD_JOINER, literal, plain
@@ -75,13 +75,7 @@ def table(at):
 
 def linked(page: str = PAGE, **query: str):
     """An AppTest of `page` opened by a link with `query` (as a fresh session would open it)."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(page)
-    for name, value in query.items():
-        at.query_params[name] = value
-    return at.run()
+    return open_link(page, query)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REVERSE, needs_reverse
+from conftest import REVERSE, needs_reverse, open_link
 from plotly_specs import array, specs
 from transformer.bundle import ModelBundle
 from transformer.charts import token_labels
@@ -221,16 +221,8 @@ def test_a_session_model_of_another_task_brings_its_own_examples(page):
 
 
 def linked(query: dict[str, str]):
-    """An AppTest of the decode page opened by a link with `query` as its parameters."""
-    from streamlit.testing.v1 import AppTest
-
-    from conftest import ROOT
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(PAGE)
-    for name, value in query.items():
-        at.query_params[name] = value
-    return at.run()
+    """An AppTest of this page opened by a link with `query` as its parameters."""
+    return open_link(PAGE, query)
 
 
 def test_a_link_restores_model_input_step_forcing_and_beam(clean_caches):
