@@ -80,26 +80,28 @@ def intro() -> DeltaGenerator:
         "**cross-attention** and at the tokens it has already written through masked **self-attention**, "
         "then greedy decoding keeps the most likely next token. Step through a decode below, or force a "
         "different token and watch everything after it change.")
-    st.latex(r"y_t = \arg\max_{w}\; P\left(w \mid y_{<t},\, x\right), \qquad "
-             r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V")
+    greedy, attention = st.columns(2)  # side by side on a wide screen; one line was cut off at 1024 pixels
+    greedy.latex(r"y_t = \arg\max_{w}\; P\left(w \mid y_{<t},\, x\right)")
+    attention.latex(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V")
     return notes
 
 
 def step_controls(view: View, n_steps: int, t: int) -> None:
     """First / previous / slider / next / last, all writing the one `step` prop (1-based)."""
-    first, prev, slider, nxt, last = st.columns([1, 1, 6, 1, 1], vertical_alignment="bottom")
-    first.button("First", icon=":material/first_page:", key="decode_first", disabled=t == 0,
+    first, prev, slider, nxt, last = st.columns([1, 1, 10, 1, 1], vertical_alignment="bottom")
+    # icon-only buttons: labelled ones were cut to "F…" / "N…" at a 1280-pixel projector width
+    first.button("", icon=":material/first_page:", key="decode_first", disabled=t == 0,
                  on_click=view.set, args=("step", 1), width="stretch")
-    prev.button("Prev", icon=":material/chevron_left:", key="decode_prev", disabled=t == 0,
+    prev.button("", icon=":material/chevron_left:", key="decode_prev", disabled=t == 0,
                 on_click=view.set, args=("step", t), width="stretch")
     if n_steps > 1:
         with slider:
             view.widget("step", st.slider, f"Step (of {n_steps})", 1, n_steps, to_widget=lambda _: t + 1)
     else:
         slider.caption("The model wrote a single token: there is only one step.")
-    nxt.button("Next", icon=":material/chevron_right:", key="decode_next", disabled=t == n_steps - 1,
+    nxt.button("", icon=":material/chevron_right:", key="decode_next", disabled=t == n_steps - 1,
                on_click=view.set, args=("step", t + 2), width="stretch")
-    last.button("Last", icon=":material/last_page:", key="decode_last", disabled=t == n_steps - 1,
+    last.button("", icon=":material/last_page:", key="decode_last", disabled=t == n_steps - 1,
                 on_click=view.set, args=("step", n_steps), width="stretch")
 
 
