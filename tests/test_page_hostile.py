@@ -262,3 +262,24 @@ def test_evaluate_follows_the_model_budget(app, monkeypatch):
     monkeypatch.setenv("AP_MODEL_BUDGET_MB", "1024")
     at.button(key="ckpt_evaluate").click().run()
     assert not texts(at, "error") and len(at.metric) == 3
+
+
+def test_the_batch_size_range_follows_the_run_budget(clean_caches):
+    from conftest import open_link
+    from ui.run_settings import largest_batch
+    from ui.tables.train import settings_of
+
+    view = TRAIN.view()
+    big_shape = {**HOSTILE_RUN, "batch_size": 16}
+    at = open_link(TRAIN_PAGE, {name: str(value) for name, value in big_shape.items()})
+    no_exception(at)
+    values = {p.name: p.default for p in TRAIN.props} | big_shape
+    fits = largest_batch(settings_of(values), 1024)
+    assert 16 <= fits < 1024  # this shape leaves room for some batches, not for 1024
+    box = at.number_input(key=view.widget_key("batch_size"))
+    assert box.proto.max == fits and f"allows at most {fits:,}" in box.proto.help  # the widget's own range
+    assert not budget.run_estimate(settings_of(values | {"batch_size": fits + 1}).train, settings_of(values).model
+                                   ).fits()
+    assert budget.run_estimate(settings_of(values | {"batch_size": fits}).train, settings_of(values).model).fits()
+    default = open_link(TRAIN_PAGE, {})
+    assert default.number_input(key=view.widget_key("batch_size")).proto.max == 1024  # the default model fits all

@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer.budget import run_estimate
+from transformer.budget import planned_model_config, run_estimate, training_estimate
+from transformer.evaluation import EVAL_CHUNK
 from transformer.config import BOUNDS, ModelConfig
 from transformer.tasks import TASKS, make_task
 from transformer.training import MODEL_DEFAULTS, TrainConfig
@@ -45,6 +46,12 @@ class RunSettings:
         """A stable text form, for cache keys."""
         return json.dumps({"train": self.train.to_dict(), "model": self.model, "target": self.target},
                           sort_keys=True)
+
+    @classmethod
+    def from_key(cls, key: str) -> RunSettings:
+        """The settings a `key()` was made from."""
+        data = json.loads(key)
+        return cls(TrainConfig(**data["train"]), data["model"], data["target"])
 
 
 def task_problem(task: str, params: dict) -> str | None:
@@ -80,6 +87,28 @@ def settings_problem(settings: RunSettings) -> str | None:
     except ValueError as exc:  # BudgetError, or a config the library refuses
         return str(exc)
     return None
+
+
+def largest_batch(settings: RunSettings, ceiling: int) -> int | None:
+    """The largest batch size, at most `ceiling`, whose run fits the run budget with the other settings as
+    they are (None when the settings cannot be built, or not even a batch of one fits)."""
+    try:
+        task = make_task(settings.train.task, **settings.train.task_params)
+        config = planned_model_config(task, task.make_tokenizer(settings.train.seed), settings.model)
+    except (ValueError, TypeError):
+        return None
+    rows = min(EVAL_CHUNK, max(settings.train.eval_samples, settings.train.confirm_samples))
+
+    def fits(batch: int) -> bool:
+        return training_estimate(config, batch, config.max_len, config.max_len, rows).fits()
+
+    if not fits(1):
+        return None
+    lo, hi = 1, ceiling  # the estimate grows with the batch: bisect for the last size that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
 
 
 def settings_summary(settings: RunSettings) -> str:

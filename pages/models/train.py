@@ -11,8 +11,8 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import display, runs
 from ui import model_registry as registry
 from ui.run_settings import (
-    DEVICE_LABELS, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, model_problem,
-    settings_problem, settings_summary, task_defaults, task_problem,
+    DEVICE_LABELS, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, largest_batch,
+    model_problem, settings_problem, settings_summary, task_defaults, task_problem,
 )
 from ui.state import View
 from ui.tables.train import (
@@ -54,11 +54,23 @@ def intro() -> DeltaGenerator:
 # -------------------------------------------------------------------------------------------- settings
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def batch_ceiling(settings_key: str, ceiling: int) -> int | None:
+    """run_settings.largest_batch for the settings behind `settings_key` (cached: it builds the tokenizer)."""
+    return largest_batch(RunSettings.from_key(settings_key), ceiling)
+
+
 def number(view: View, prop: IntSetting | FloatSetting, disabled: bool):
-    """The number input of a numeric setting, its bounds from the prop."""
+    """The number input of a numeric setting, its bounds from the prop; the batch size's upper bound also
+    follows the run budget (never below the value already chosen: that one is refused with the estimate)."""
     normal = prop.normal if isinstance(prop, FloatSetting) else None
-    return view.widget(prop.name, st.number_input, prop.label, from_widget=normal, disabled=disabled,
-                       **prop.widget_args())
+    args = prop.widget_args()
+    if prop.name == "batch_size":
+        fits = batch_ceiling(settings_of(view.values()).key(), prop.hi)
+        if fits is not None:
+            args["max_value"] = max(fits, view.get("batch_size"))
+            args["help"] = f"{prop.help} With these settings the run budget allows at most {fits:,}."
+    return view.widget(prop.name, st.number_input, prop.label, from_widget=normal, disabled=disabled, **args)
 
 
 def grid(view: View, fields: dict, disabled: bool, columns: int = 3) -> None:
