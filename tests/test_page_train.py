@@ -32,7 +32,7 @@ from transformer.charts.training import format_seconds, probe_filename, progress
 from transformer.config import BOUNDS, ModelConfig
 from transformer.decoding import greedy_decode
 from transformer.job import TrainingJob
-from transformer.worker import WEIGHTS_EVERY, ProcessJob
+from transformer.worker import ProcessJob
 from transformer.probe import example_input, run_probe
 from transformer.tasks import TASKS
 from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer
@@ -298,7 +298,10 @@ def test_a_worker_killed_from_outside_is_reported_and_its_model_kept(train_page)
     at.button(key="train_start").click().run()
     wait_for(at, lambda a: shown_step(a) > 20)
     job = job_of(at)
-    time.sleep(WEIGHTS_EVERY + 1)  # the worker has sent its weights while running at least once
+    deadline = time.monotonic() + 60  # until the worker has sent weights past step 20 and a history row
+    while (job._weights is None or job._weights[0]["steps"] <= 20 or not job.snapshot().history) \
+            and time.monotonic() < deadline:  # weights come every 2 s idle, far later when loaded (a sleep flaked)
+        time.sleep(0.1)
     before = job.snapshot().step
     os.kill(job.pid, signal.SIGKILL)
     killed = time.monotonic()
@@ -309,7 +312,7 @@ def test_a_worker_killed_from_outside_is_reported_and_its_model_kept(train_page)
     last = job.snapshot()
     assert last.step >= before and last.history  # the last snapshot stays readable
     bundle = job.bundle()
-    assert 20 < bundle.card["steps"] <= last.step  # weights at most WEIGHTS_EVERY seconds old
+    assert 20 < bundle.card["steps"] <= last.step  # weights at most worker.WEIGHTS_EVERY seconds old
     at.button(key="train_use").click().run()
     assert not at.exception
     picker = at.selectbox(key="active_model_widget")
