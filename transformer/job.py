@@ -89,6 +89,7 @@ class TrainingJob:
         self.probe_every = max(1, probe_every)
         self.idle_timeout = idle_timeout
         self._model_lock = threading.Lock()  # held by the thread while it changes the model
+        self._bundles_waiting = 0  # bundle() calls waiting for the model lock (the thread lets them in)
         self._state = threading.Condition()  # guards everything below; wakes the thread on commands
         self._status = "idle"
         self._paused = False
@@ -205,8 +206,14 @@ class TrainingJob:
 
     def bundle(self, name: str | None = None) -> ModelBundle:
         """A copy of the current weights (taken between steps), with the model card."""
-        with self._model_lock:
-            return self.trainer.bundle(name)
+        with self._state:
+            self._bundles_waiting += 1
+        try:
+            with self._model_lock:
+                return self.trainer.bundle(name)
+        finally:
+            with self._state:
+                self._bundles_waiting -= 1
 
     def _steps_per_s(self) -> float:
         if self._status != "running" or len(self._rate) < 2:
@@ -226,6 +233,8 @@ class TrainingJob:
                     finish_reason = self._after_step()
                 if finish_reason is not None:
                     return self._end("finished", finish_reason)
+                if self._bundles_waiting:  # a lock is not fair: re-taken at once, it starved bundle() for
+                    time.sleep(0.001)  # many seconds (a worker's progress stalled behind its weights copy)
             self._end("stopped", stop_reason)
         except Exception as exc:  # noqa: BLE001 - any failure must reach the page, with the model kept
             self._publish()
