@@ -7,14 +7,16 @@ as every page's).
 The job is created in `new_run` and used only through Run's methods: a transformer.worker.ProcessJob, so
 each run trains in a worker process of its own (never a thread of the web server), takes one of the
 server's training slots or waits in its line (transformer.capacity: AP_MAX_RUNS, AP_MAX_QUEUED), and ends
-with the server. A run lives in its session's st.session_state only: a session sees and controls its own
-runs and no other. benchmarks/app_train.py runs the same Run, probe and figures, so it measures what the
-page runs.
+with the server; or, when AP_RAY_ADDRESS names a Ray cluster, a RayJob with the same API whose worker Ray
+places on the cluster (transformer.ray_jobs.make_job picks). A run lives in its session's st.session_state
+only: a session sees and controls its own runs and no other. benchmarks/app_train.py runs the same Run, probe
+and figures, so it measures what the page runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -30,6 +32,7 @@ from transformer.job import TRAINING_THREADS, JobSnapshot
 from transformer.probe import Probe, ProbeResult, example_input, run_probe
 from transformer.tasks import Task, make_task
 from transformer.training import TrainConfig, Trainer
+from transformer.ray_jobs import configured_address, make_job, ray_available
 from transformer.worker import ProcessJob, launch_worker
 from ui import display
 from ui.run_settings import RunSettings
@@ -41,6 +44,12 @@ IDLE_TIMEOUT = 60.0  # seconds without a heartbeat before a running job of a van
 KEEPER_PERIOD = 5.0  # seconds between the keeper's sweeps
 MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
 SPARE_IDLE = 600.0  # seconds a spare worker nobody took is kept (it holds an interpreter with torch: ~250 MB)
+# Workers run at a lower CPU priority than the server (nice +10), so a page's script run wins a contended core
+# from training: on the 2-core machine a click's server work took 0.07 cores against a run's 1 (the browser's
+# painting, on the students' machines in a class, 0.85: benchmarks/serve_train_clicks.py). AP_WORKER_NICE=0
+# gives workers the server's priority.
+DEFAULT_WORKER_NICE = 10
+WORKER_NICE_ENV = "AP_WORKER_NICE"  # how much lower than the server's a worker's CPU priority is (0-19)
 
 
 @dataclass
@@ -128,13 +137,12 @@ class Run:
 
 def new_run(settings: RunSettings, probe_text: str | None = None) -> Run:
     """A run that has not started: its job (a ProcessJob: the run trains in a worker process of its own,
-    on the server's queue) and its probe (default: the task's example). ValueError for settings the
-    Trainer would refuse (e.g. device "cuda" on a server without CUDA)."""
+    on the server's queue; a RayJob when a Ray cluster is configured) and its probe (default: the task's
+    example). ValueError for settings the Trainer would refuse (e.g. device "cuda" on a server without CUDA)."""
     task = make_task(settings.train.task, **settings.train.task_params)
     probe = Probe(probe_text or example_input(task))
-    job = ProcessJob(settings.train, settings.model, target_exact_match=settings.target, probe=probe,
-                     probe_every=PROBE_EVERY, idle_timeout=IDLE_TIMEOUT, threads=worker_threads(),
-                     launcher=_launcher)
+    job = make_job(settings.train, settings.model, target_exact_match=settings.target, probe=probe,
+                   probe_every=PROBE_EVERY, idle_timeout=IDLE_TIMEOUT, threads=worker_threads(), launcher=_launcher)
     return Run(job, probe, settings, task)
 
 
@@ -172,8 +180,11 @@ _spare_lock = threading.Lock()
 
 def prepare_worker() -> None:
     """Start a spare worker unless one is kept, or every training slot is busy (its start-up would slow
-    the runs training; a run that waits in line starts its own worker when its turn comes)."""
+    the runs training; a run that waits in line starts its own worker when its turn comes), or runs train
+    on a Ray cluster (whose workers Ray starts)."""
     global _spare
+    if configured_address() is not None and ray_available():
+        return
     queue = server_queue()
     with _spare_lock:
         if _spare is not None and _spare[0].poll() is None:
@@ -182,7 +193,7 @@ def prepare_worker() -> None:
         if queue.running >= queue.limit:
             return
         try:
-            proc, conn = launch_worker()
+            proc, conn = _start_worker()
         except OSError:
             return  # out of processes or memory: each run will say so when it starts its own
         _spare = (proc, conn, time.monotonic())
@@ -195,8 +206,29 @@ def spare_pid() -> int | None:
         return None if _spare is None else _spare[0].pid
 
 
+def worker_nice() -> int:
+    """AP_WORKER_NICE: how many nice levels below the server a worker runs (0 to 19); ValueError naming the
+    setting when it is not one of those numbers."""
+    text = os.environ.get(WORKER_NICE_ENV, "").strip() or str(DEFAULT_WORKER_NICE)
+    if not text.isdigit() or not 0 <= int(text) <= 19:
+        raise ValueError(f"the environment variable {WORKER_NICE_ENV} must be a whole number from 0 to 19, "
+                         f"got {text!r}")
+    return int(text)
+
+
+def _start_worker() -> tuple[subprocess.Popen, Any]:
+    """launch_worker(), at the workers' CPU priority (set before the new interpreter has started a thread)."""
+    proc, conn = launch_worker()
+    if (nice := worker_nice()) > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, proc.pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+        except OSError:
+            pass  # it ended already: the run reports how
+    return proc, conn
+
+
 def _launcher() -> tuple[subprocess.Popen, Any]:
-    """A run's worker: the spare when one is kept and alive, else a new one (launch_worker)."""
+    """A run's worker: the spare when one is kept and alive, else a new one."""
     global _spare
     with _spare_lock:
         spare, _spare = _spare, None
@@ -205,7 +237,7 @@ def _launcher() -> tuple[subprocess.Popen, Any]:
         if proc.poll() is None:
             return proc, conn
         _end_worker(proc, conn)
-    return launch_worker()
+    return _start_worker()
 
 
 def end_spare() -> None:
