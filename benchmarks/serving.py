@@ -1,0 +1,314 @@
+"""Helpers of the "serving a class" benchmarks (serve_train_clicks.py, serve_decode_latency.py, serve_sessions.py):
+a Streamlit server of this app on a free loopback port, started and stopped by its own pid; what /proc says
+about it (RSS, child processes); Chromium through Playwright (executable_path, never a download); the Train
+page's progress as the browser shows it; and the in-page timing of a click until its charts are repainted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+# A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
+LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
+# In-page: click `selector`, then wait until the script run it caused has ended and every plotly chart of the page
+# has been drawn anew (Streamlit replaces a chart's element when its figure changes: each chart present is a new
+# one holding its drawn SVG), checked every animation frame; milliseconds from the click. When the charts are
+# not all redrawn within 2 s of the run's end, `repainted` is false and `ms` is the run's end. The button
+# clicked is the visible one (while Streamlit redraws, a stale copy may still be in the page); when it is
+# disabled nothing is clicked and `disabled` is true.
+CLICK_TO_PAINT_JS = """async (selector) => {
+  const app = document.querySelector('[data-testid=stApp]');
+  const button = [...document.querySelectorAll(selector)].filter(b => b.offsetParent !== null).pop();
+  if (!button || button.disabled) return {ms: null, script_ms: null, repainted: false, disabled: true};
+  const old = new Set(document.querySelectorAll('.js-plotly-plot'));
+  const drawn = () => {
+    const plots = [...document.querySelectorAll('.js-plotly-plot')];
+    return plots.length >= old.size && plots.every(p => !old.has(p) && p._fullLayout && p.querySelector('.main-svg'));
+  };
+  let ran = false, done = null;
+  const watch = new MutationObserver(records => {  // a run may start and end before the observer is called
+    const state = app.getAttribute('data-test-script-state');
+    if (state !== 'notRunning' || records.some(r => r.oldValue && r.oldValue !== 'notRunning')) ran = true;
+    if (ran && state === 'notRunning' && done === null) done = performance.now();
+  });
+  watch.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+  const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+  const t0 = performance.now();
+  button.click();
+  let painted = null;
+  while (performance.now() - t0 < 30000) {
+    await frame();
+    if (done !== null && drawn()) { painted = performance.now(); break; }
+    if (done !== null && performance.now() - done > 2000) break;
+  }
+  watch.disconnect();
+  if (done === null) return {ms: null, script_ms: null, repainted: false, disabled: false};
+  return {ms: (painted || done) - t0, script_ms: done - t0, repainted: painted !== null, disabled: false};
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AppServer:
+    """`streamlit run app.py` on 127.0.0.1 at a free port, with `env` added to its environment (and a model
+    store of its own); stopped by its pid. With `timed`, every script or fragment run's wall and CPU time
+    is logged (benchmarks/step_click.py's server) and script_runs() reads them."""
+
+    def __init__(self, env: dict[str, str] | None = None, timed: bool = False):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        folder = Path(tempfile.mkdtemp(prefix="ap-bench-"))
+        self.log, self.runs_log = folder / "server.log", folder / "runs.jsonl"
+        store = tempfile.mkdtemp(prefix="ap-bench-store-")
+        if timed:
+            command = [sys.executable, str(Path(__file__).resolve()), str(self.port), str(self.runs_log)]
+        else:
+            command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+                       "--server.address=127.0.0.1", f"--server.port={self.port}",
+                       "--browser.gatherUsageStats=false"]
+        self.proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "AP_MODEL_STORE": store, **(env or {})},
+                                     stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).read() == b"ok":
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"streamlit did not start; see {self.log}") from None
+                time.sleep(0.3)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def script_runs(self) -> list[dict]:
+        """The timed server's runs so far, oldest first: {"ms": wall, "cpu_ms": CPU of the thread that ran it,
+        "fragment": a fragment run, "page": the page's script hash}."""
+        if not self.runs_log.exists():
+            return []
+        return [json.loads(line) for line in self.runs_log.read_text().splitlines() if line.strip()]
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.pid)
+
+    def children(self) -> list[int]:
+        return children(self.pid)
+
+    def tracebacks(self) -> int:
+        """How many tracebacks the server logged."""
+        return self.log.read_text(errors="replace").count("Traceback")
+
+    def stop(self) -> dict:
+        """Stop the server (SIGTERM, then SIGKILL after 15 s) and say whether its workers ended with it."""
+        workers = self.children()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        deadline = time.monotonic() + 15
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return {"workers_at_stop": len(workers), "workers_left_after_stop": sum(alive(pid) for pid in workers)}
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (a server's training workers), from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def chromium_missing() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM}"
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return "Playwright is not installed"
+    return None
+
+
+def wait_idle(page, timeout_ms: float = 120_000) -> None:
+    """The script run is over (twice, 300 ms apart: a click's run may start just after the first look)."""
+    page.wait_for_selector(IDLE, timeout=timeout_ms)
+    page.wait_for_timeout(300)
+    page.wait_for_selector(IDLE, timeout=timeout_ms)
+
+
+def shown_step(page) -> int | None:
+    """The step the Train page's progress bar shows (None before it has one)."""
+    bar = page.locator("[data-testid=stProgress]")
+    if not bar.count():
+        return None
+    text = bar.first.inner_text()
+    if "Step " not in text:
+        return None
+    return int(text.split("Step ", 1)[1].split(" ", 1)[0].replace(",", ""))
+
+
+def start_long_run(page, url: str) -> None:
+    """Open the Train page with a long run's settings and press Start; return once it trains."""
+    page.goto(url + LONG_RUN)
+    wait_idle(page)
+    page.get_by_role("button", name="Start", exact=True).click()
+    wait_until(lambda: (shown_step(page) or 0) > 0, 180, "the run to train")
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def percentiles(values: list[float]) -> dict:
+    """p50 / p95 / max / n of milliseconds (p95: nearest rank)."""
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(0.95 * len(ordered) + 0.5) - 1))
+    return {"p50": round(statistics.median(ordered), 1), "p95": round(ordered[rank], 1),
+            "max": round(ordered[-1], 1), "n": len(ordered)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (all its threads; 0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (every core, /proc/stat)."""
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def descendants(pid: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found = []
+    for child in parents:
+        up, hops = child, 0
+        while up in parents and up != pid and hops < 12:
+            up, hops = parents[up], hops + 1
+        if up == pid and child != pid:
+            found.append(child)
+    return found
+
+
+class CpuMeter:
+    """Where the CPU went between two reads: the server's training workers, the server itself, Chromium (the
+    processes under this one), this script, and everything else on the machine."""
+
+    def __init__(self, server: "AppServer"):
+        self.server = server
+        self.last = self.read()
+
+    def read(self) -> dict:
+        browser = [pid for pid in descendants(os.getpid()) if pid not in self.server.children()
+                   and pid != self.server.pid]
+        return {"workers": sum(cpu_seconds(pid) for pid in self.server.children()),
+                "server": cpu_seconds(self.server.pid), "browser": sum(cpu_seconds(pid) for pid in browser),
+                "this_script": cpu_seconds(os.getpid()), "machine": busy_seconds(), "time": time.monotonic()}
+
+    def cores(self) -> dict:
+        """Cores used by each since the last call (a worker that ended meanwhile is not counted)."""
+        now, last = self.read(), self.last
+        self.last = now
+        span = now["time"] - last["time"]
+        used = {key: max(0.0, now[key] - last[key]) / span for key in now if key != "time"}
+        used["others"] = max(0.0, used["machine"] - sum(v for k, v in used.items() if k != "machine"))
+        return {key: round(value, 2) for key, value in used.items()}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def serve(port: int, log: str) -> None:
+    """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
+    fragment run's wall time, CPU time of its thread and page appended to LOG as a JSON line."""
+    from streamlit.runtime.scriptrunner import script_runner
+    from streamlit.web.cli import main as streamlit_cli
+
+    run_script = script_runner.ScriptRunner._run_script
+
+    def timed_run(self, rerun_data):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return run_script(self, rerun_data)
+        finally:
+            entry = {"ms": (time.perf_counter() - wall) * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
+                     "fragment": bool(rerun_data.fragment_id_queue), "page": rerun_data.page_script_hash}
+            with open(log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    script_runner.ScriptRunner._run_script = timed_run
+    os.chdir(ROOT)
+    streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
+                   "--browser.gatherUsageStats=false"])
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), sys.argv[2])
