@@ -27,7 +27,8 @@ LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
 # In-page: click `selector`, then wait until the script run it caused has ended and every plotly chart of the page
 # has been drawn anew (Streamlit replaces a chart's element when its figure changes: each chart present is a new
 # one holding its drawn SVG), checked every animation frame; milliseconds from the click. When the charts are
-# not all redrawn within 2 s of the run's end, `repainted` is false and `ms` is the run's end. The button
+# not all redrawn within 2 s of the run's end, `repainted` is false and `ms` is the run's end (a run whose state
+# change the page never showed counts as ended when its charts are all drawn anew). The button
 # clicked is the visible one (while Streamlit redraws, a stale copy may still be in the page); when it is
 # disabled nothing is clicked and `disabled` is true.
 CLICK_TO_PAINT_JS = """async (selector) => {
@@ -52,7 +53,13 @@ CLICK_TO_PAINT_JS = """async (selector) => {
   let painted = null;
   while (performance.now() - t0 < 30000) {
     await frame();
-    if (done !== null && drawn()) { painted = performance.now(); break; }
+    if (drawn() && app.getAttribute('data-test-script-state') === 'notRunning') {
+      // React may apply "running" and "not running" in one render when both messages arrive together (a
+      // busy server): then the attribute never changed, and the charts drawn anew are what shows the run
+      painted = performance.now();
+      if (done === null) done = painted;
+      break;
+    }
     if (done !== null && performance.now() - done > 2000) break;
   }
   watch.disconnect();
