@@ -35,3 +35,28 @@ def test_the_cache_stays_within_its_byte_budget_and_evicts_the_oldest(monkeypatc
     monkeypatch.setattr(decodes, "_cache", huge)
     assert decodes.greedy("shipped:reverse", 0, "abcdefgh").output_text == "hgfedcba"  # handed back, not kept
     assert len(huge) == 0
+
+
+def test_a_figure_is_built_once_counted_in_bytes_and_evicted_like_a_decode(monkeypatch):
+    import cachetools
+    from transformer import charts
+
+    labels = [f"t{i}" for i in range(12)]
+    built = []
+
+    def build(seed: int):
+        built.append(seed)
+        return charts.attention_heatmap(np.random.default_rng(seed).random((12, 12)), labels, labels, "t")
+
+    one = build(0)
+    assert decodes.nbytes(one) >= len(one.to_json())  # at least its JSON: the weights, labels and hover text
+    small = cachetools.LRUCache(maxsize=int(decodes.nbytes(one) * 2.5), getsizeof=decodes.nbytes)
+    monkeypatch.setattr(decodes, "_cache", small)
+    built.clear()
+    first = decodes.figure(("model", 0, "abc", "head", "cross", 0, 1, None), lambda: build(1))
+    assert decodes.figure(("model", 0, "abc", "head", "cross", 0, 1, None), lambda: build(1)) is first
+    assert built == [1]  # the second call was a hit
+    for seed in (2, 3):
+        decodes.figure(("model", 0, "abc", "head", "cross", 0, seed, None), lambda s=seed: build(s))
+    assert small.currsize <= small.maxsize and len(small) == 2
+    assert ("figure", "model", 0, "abc", "head", "cross", 0, 1, None) not in small  # the oldest left first

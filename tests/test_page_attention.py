@@ -21,6 +21,7 @@ from transformer.trace import AttentionTrace
 
 from conftest import REVERSE, ROOT, needs_reverse, open_link
 from ui.markdown import plain
+from ui import decodes
 from ui import model_registry as registry
 from ui.tables.attention import ATTENTION
 from ui.tables.shared import SHARED
@@ -143,6 +144,19 @@ def test_switching_kind_layer_and_head_changes_title_and_values(app, bundle):
     first_tile = array(grid_spec["data"][0]["z"])[:size, :size]
     np.testing.assert_allclose(first_tile[below], weights["decoder_self"][0, 0][below], atol=1e-5)
     assert np.isnan(first_tile[~below]).all()  # blank in the grid too
+
+
+def test_figures_are_kept_in_the_byte_bounded_cache_per_decode_and_chart(app, bundle):
+    at = app(PAGE)
+    text = shown_input(at)
+    named = {k[1:] for k in decodes._cache.keys() if k[0] == "figure"}
+    assert {k[3:5] for k in named} == {("head", "cross"), ("mean", "cross"), ("grid", "cross"), ("stats", "cross")}
+    assert all(k[2] == text for k in named)  # named by the decode they show
+    picker(at, "head", "cross").set_value(0).run()
+    _, spec = figure(at, r"Cross-attention · layer \d · head 1$")
+    layer, _ = picked(figure(at, r"Cross-attention · layer \d · head 1$")[0])
+    np.testing.assert_allclose(array(spec["data"][0]["z"]), traced(bundle, text)["cross"][layer, 0], atol=1e-5)
+    assert decodes._cache.currsize <= decodes._cache.maxsize
 
 
 def test_head_statistics_table_has_one_row_per_head(app, bundle):

@@ -1,4 +1,5 @@
-"""The decodes the pages show, computed once per (model, model version, input, options).
+"""The decodes the pages show, computed once per (model, model version, input, options), and the figures built
+from them.
 
 Every result is shared read-only by every session (a hit hands back the same object, with no copy; pages
 never mutate one) from one server-wide cache bounded in bytes, not entries: a traced decode of a large model
@@ -18,6 +19,7 @@ import cachetools
 import numpy as np
 import streamlit as st
 import torch
+from plotly.basedatatypes import BaseFigure
 
 from transformer.attention_maps import AttentionMap, attention_maps
 from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
@@ -29,8 +31,15 @@ CACHE_BYTES = int(float(os.environ.get("AP_DECODE_CACHE_MB", 256)) * 2**20)
 
 
 def nbytes(value) -> int:
-    """Bytes of the arrays a result holds (tensors and numpy arrays, through lists, dicts and dataclasses);
-    everything else counts a token 256 bytes."""
+    """Bytes of the arrays a result holds (tensors and numpy arrays, through lists, dicts, dataclasses and
+    a plotly figure's data and layout); a number counts 32 bytes (a Python float and its pointer), a string its
+    length, anything else a token 256 bytes."""
+    if isinstance(value, BaseFigure):
+        return nbytes(value.to_plotly_json())
+    if isinstance(value, int | float | None):
+        return 32
+    if isinstance(value, str | bytes):
+        return 64 + len(value)
     if isinstance(value, torch.Tensor):
         return value.nelement() * value.element_size()
     if isinstance(value, np.ndarray):
@@ -93,6 +102,13 @@ def _maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
 def maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
     """Every kind of attention of the greedy decode of `text`, with labels and the task's alignment."""
     return _memo("maps", _maps, key, version, text)
+
+
+def figure(name: tuple, build):
+    """The plotly figure `build()` makes, built once and kept in the same byte-bounded cache. `name` is a
+    hashable tuple that determines the figure: the decode's (model key, version, input) and the chart's own
+    arguments. Shared read-only: st.plotly_chart serialises a copy and pages never change a figure."""
+    return _memo("figure", lambda *_: build(), *name)
 
 
 def clear() -> None:

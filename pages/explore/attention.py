@@ -36,12 +36,10 @@ KIND_HELP = {
 IMAGE_MIME = {"png": "image/png", "svg": "image/svg+xml"}
 INPUT_HELP = "Shared with the step-by-step decoding page: change it on either page."
 
-# Built figures are cached as shared objects: st.plotly_chart only reads them (it serialises a copy), and a
-# st.cache_data hit would unpickle the figure, which re-validates it and cost as much as building it here
-# (50-60 ms per heatmap). Revisiting a kind, layer or head then costs no figure building at all.
-heatmap = st.cache_resource(charts.attention_heatmap, max_entries=256, show_spinner=False)
-head_grid = st.cache_resource(charts.head_grid, max_entries=64, show_spinner=False)
-stats_heatmap = st.cache_resource(charts.head_stats_heatmap, max_entries=64, show_spinner=False)
+# Built figures are kept as shared objects in the decodes' byte-bounded cache, named by the decode they show
+# (`source`: model key, version, input) and the chart's own arguments: st.plotly_chart only reads them (it
+# serialises a copy), whereas a st.cache_data hit would unpickle the figure, which re-validates it and cost as
+# much as building it here (50-60 ms per heatmap). Revisiting a kind, layer or head costs no figure building.
 
 
 def intro() -> DeltaGenerator:
@@ -124,7 +122,7 @@ def _head_facts(stats: dict, layer: int, head: int) -> str:
 
 
 @st.fragment
-def one_head(view: View, amap: AttentionMap, task_name: str) -> None:
+def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple) -> None:
     """Layer and head pickers (first showing the best-aligned head, if any), the picked head as one large
     clickable heatmap with its numbers in words, and the layer's head average."""
     rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
@@ -139,8 +137,9 @@ def one_head(view: View, amap: AttentionMap, task_name: str) -> None:
     weights = amap.weights[layer, head]
     cell = shown_cell(view, len(rows), len(cols))
     with st.container(horizontal=True, gap="large"):
-        fig = heatmap(weights, rows, cols, charts.attention_title(amap.kind, layer, head), mask=amap.mask,
-                      clickable=True, highlight=cell)
+        fig = decodes.figure((*source, "head", amap.kind, layer, head, cell), lambda: charts.attention_heatmap(
+            weights, rows, cols, charts.attention_title(amap.kind, layer, head), mask=amap.mask, clickable=True,
+            highlight=cell))
         display.show_figure(fig, stem, key=chart_key, on_select=lambda: select_cell(view, chart_key, len(cols)),
                             selection_mode="points", width="content")
         with st.container(width="stretch"):
@@ -157,7 +156,9 @@ def one_head(view: View, amap: AttentionMap, task_name: str) -> None:
     mean_stem = f"{chart_filename(task_name, amap.kind, layer)}_mean"
     with st.container(horizontal=True, gap="large"):
         title = charts.attention_title(amap.kind, layer, extra=f"mean of {amap.heads} heads")
-        display.show_figure(heatmap(mean, rows, cols, title, mask=amap.mask), mean_stem,
+        fig = decodes.figure((*source, "mean", amap.kind, layer),
+                             lambda: charts.attention_heatmap(mean, rows, cols, title, mask=amap.mask))
+        display.show_figure(fig, mean_stem,
                             key=f"attention_mean_{mean_stem}", width="content")
         with st.container(width="stretch"):
             st.markdown(f"**The head average of layer {layer + 1}:** what the layer as a whole attends to. "
@@ -181,10 +182,10 @@ def grid_downloads(fig, stem: str, images: bool) -> None:
                        mime="text/html", key=f"grid_html_{stem}", on_click="ignore", icon=":material/code:")
 
 
-def all_heads(amap: AttentionMap, task_name: str) -> None:
+def all_heads(amap: AttentionMap, task_name: str, source: tuple) -> None:
     rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
     stem = f"{chart_filename(task_name, amap.kind)}_all-heads"
-    fig = head_grid(amap.blanked(), rows, cols, amap.kind)
+    fig = decodes.figure((*source, "grid", amap.kind), lambda: charts.head_grid(amap.blanked(), rows, cols, amap.kind))
     st.caption("Layers down, heads across: each tile is one head, with the rows and columns of the large "
                "heatmap above" + (" (masked cells left blank)" if amap.mask is not None else "") +
                ". Hover a cell to read its query, key and weight.")
@@ -215,7 +216,7 @@ def stats_table(stats: dict) -> pd.DataFrame:
     return frame
 
 
-def head_statistics(amap: AttentionMap, task_name: str) -> None:
+def head_statistics(amap: AttentionMap, task_name: str, source: tuple) -> None:
     stats = amap.stats()
     if amap.kind == "cross" and "alignment" not in stats:
         st.caption("This task has no fixed source position for each output token, so heads are compared by "
@@ -225,7 +226,8 @@ def head_statistics(amap: AttentionMap, task_name: str) -> None:
                    "learned the task.")
     stem = f"{chart_filename(task_name, amap.kind)}_head-stats"
     title = f"{charts.KIND_TITLES[amap.kind]} · per-head statistics"
-    display.show_figure(stats_heatmap(stats, title), stem, key=f"attention_stats_{amap.kind}",
+    fig = decodes.figure((*source, "stats", amap.kind), lambda: charts.head_stats_heatmap(stats, title))
+    display.show_figure(fig, stem, key=f"attention_stats_{amap.kind}",
                         width="content")
     table = stats_table(stats)
     st.dataframe(table, hide_index=True, key=f"attention_table_{amap.kind}", column_config={
@@ -252,7 +254,9 @@ def switch_kind(view: View, kind: str) -> None:
 
 
 @st.fragment
-def explore(view: View, maps: dict[str, AttentionMap], task) -> None:
+def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple) -> None:
+    """The kind picker, then one head, all heads and the statistics of that kind; `source` (model key,
+    version, input) names the decode the charts are built from."""
     kind = view.widget("kind", st.segmented_control, "Attention kind", KINDS, format_func=KIND_NAMES.get,
                        required=True, from_widget=lambda new: switch_kind(view, new))
     amap = maps[kind]
@@ -264,11 +268,11 @@ def explore(view: View, maps: dict[str, AttentionMap], task) -> None:
                    "source token (averaged over the output positions): the head that learned the task. It is "
                    "picked below; the statistics at the end compare every head.", icon=":material/target:")
     st.subheader("One head", divider="gray")
-    one_head(view, amap, task.name)
+    one_head(view, amap, task.name, source)
     st.subheader(f"All heads: {amap.layers} layers × {amap.heads} heads", divider="gray")
-    all_heads(amap, task.name)
+    all_heads(amap, task.name, source)
     st.subheader("Per-head statistics", divider="gray")
-    head_statistics(amap, task.name)
+    head_statistics(amap, task.name, source)
     view.sync_url()
 
 
@@ -294,7 +298,7 @@ def main() -> None:
         finish(view, notes)
         return
     show_outcome(bundle.task, text, result)
-    explore(view, maps, bundle.task)
+    explore(view, maps, bundle.task, (key, version, text))
     finish(view, notes)
 
 
