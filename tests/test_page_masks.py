@@ -15,6 +15,7 @@ from transformer.masked_batch import varied_lengths
 from transformer.masks import padding_mask, subsequent_mask, target_mask
 from transformer.tasks import encode_pairs
 from transformer.trace import AttentionTrace
+from ui import decodes
 from ui.markdown import plain
 from ui.tables.masks import MASKS
 
@@ -68,6 +69,7 @@ def test_masks_shown_equal_the_library_masks_for_the_same_batch(page, bundle):
                                   padding_mask(tgt_in)[row, 0].expand(t, t).numpy())
     np.testing.assert_array_equal(allowed(page, "fig-masks-cross"), padding_mask(src)[row, 0].expand(t, -1).numpy())
     assert allowed(page, "fig-masks-combined").sum() < allowed(page, "fig-masks-causal").sum()  # padding counts
+    assert any(k[0] == "masked_batch" for k in decodes._cache)  # the batch is kept in the byte-bounded cache
 
 
 def test_scores_and_weights_come_from_a_real_traced_pass(page, bundle):

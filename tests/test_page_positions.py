@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT, needs_reverse
 from plotly_specs import spec, title, z
+from ui import decodes
 from ui.markdown import plain
 from ui.tables.positions import POSITIONS
 
@@ -40,6 +41,7 @@ def test_defaults_show_every_chart(page):
     for key in ("fig-pe-matrix", "fig-pe-curves", "fig-pe-sim", "fig-pe-rotation", "fig-pe-own", "fig-pe-sum"):
         assert spec(page, key)["data"], key
     assert not page.exception
+    assert any(k[0] == "source_embedding" for k in decodes._cache)  # kept in the byte-bounded cache
 
 
 def test_the_matrix_shown_is_the_formula(page):

@@ -57,9 +57,9 @@ _cache = cachetools.LRUCache(maxsize=CACHE_BYTES, getsizeof=nbytes)
 _lock = threading.Lock()
 
 
-def _memo(kind: str, compute, *args):
-    """`compute(*args)`, from the cache when it holds the result of the same kind and arguments. A result
-    larger than the whole budget is handed back but not kept."""
+def memo(kind: str, compute, *args):
+    """`compute(*args)`, from the cache when it holds the result of the same kind and arguments (hashable,
+    naming the model by key and version). A result larger than the whole budget is handed back but not kept."""
     key = (kind, *args)
     with _lock:
         hit = _cache.get(key)
@@ -83,7 +83,7 @@ def greedy(key: str, version: int, text: str, forced: tuple[tuple[int, int], ...
            positions: bool = True) -> DecodeResult:
     """Traced greedy decode of `text`, with `forced` (0-based step, token id) pairs and positions on or off."""
     with st.spinner("Decoding…"):  # shown only when it takes longer than half a second
-        return _memo("greedy", _greedy, key, version, text, forced, positions)
+        return memo("greedy", _greedy, key, version, text, forced, positions)
 
 
 def _beam(key: str, version: int, text: str, width: int) -> BeamResult:
@@ -92,7 +92,7 @@ def _beam(key: str, version: int, text: str, width: int) -> BeamResult:
 
 
 def beam(key: str, version: int, text: str, width: int) -> BeamResult:
-    return _memo("beam", _beam, key, version, text, width)
+    return memo("beam", _beam, key, version, text, width)
 
 
 def _maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
@@ -101,14 +101,14 @@ def _maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
 
 def maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
     """Every kind of attention of the greedy decode of `text`, with labels and the task's alignment."""
-    return _memo("maps", _maps, key, version, text)
+    return memo("maps", _maps, key, version, text)
 
 
 def figure(name: tuple, build):
     """The plotly figure `build()` makes, built once and kept in the same byte-bounded cache. `name` is a
     hashable tuple that determines the figure: the decode's (model key, version, input) and the chart's own
     arguments. Shared read-only: st.plotly_chart serialises a copy and pages never change a figure."""
-    return _memo("figure", lambda *_: build(), *name)
+    return memo("figure", lambda *_: build(), *name)
 
 
 def clear() -> None:

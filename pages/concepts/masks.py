@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import display
+from ui import decodes, display
 from ui import model_registry as registry
 from ui.display import HALF_WIDTH as HALF
 from ui.markdown import literal
@@ -27,11 +27,14 @@ TARGET_CHOICES = {"correct": "the task's correct answer (as in training)", GREED
 SHORT_KIND = {"encoder_self": "Encoder self", "decoder_self": "Decoder self", "cross": "Cross"}
 
 
-@st.cache_resource(max_entries=32, show_spinner="Running the model over the batch…")
 def traced(key: str, version: int, sources: tuple[str, ...], targets_from: str, causal: bool) -> MaskedBatch:
-    """The batch through one traced pass of model `key` (at `registry.version` `version`), cached per model,
-    inputs and options. A resource cache (never pickled, so immune to module reloads): the result is frozen
-    and only ever read."""
+    """The batch through one traced pass of model `key` (at `registry.version` `version`), kept per model,
+    inputs and options in the decodes' byte-bounded cache: the result is frozen and only ever read."""
+    with st.spinner("Running the model over the batch…"):
+        return decodes.memo("masked_batch", _traced, key, version, sources, targets_from, causal)
+
+
+def _traced(key: str, version: int, sources: tuple[str, ...], targets_from: str, causal: bool) -> MaskedBatch:
     bundle = registry.bundle_for(key)
     if targets_from == GREEDY:
         targets = greedy_targets(bundle.model, bundle.tokenizer, list(sources))

@@ -27,9 +27,14 @@ SHOWN_PAIRS = 2  # 2x2 blocks of M_k written out as a formula
 CURVE_DIMS = (4, 5, 12, 24)  # plotted until others are chosen (those below d_model)
 
 
-@st.cache_resource(max_entries=32, show_spinner="Running the model…")
 def source_embedding(key: str, version: int, text: str) -> tuple[list[str], EmbeddingRecord]:
-    """The encoder's input for `text` as recorded by a real traced forward pass: (pieces, record)."""
+    """The encoder's input for `text` as recorded by a real traced forward pass: (pieces, record), kept in
+    the decodes' byte-bounded cache."""
+    with st.spinner("Running the model…"):
+        return decodes.memo("source_embedding", _source_embedding, key, version, text)
+
+
+def _source_embedding(key: str, version: int, text: str) -> tuple[list[str], EmbeddingRecord]:
     bundle = registry.bundle_for(key)
     result = teacher_forced(bundle.model, bundle.tokenizer, text, "")
     return result.source_pieces, result.trace.embeddings["src"]
