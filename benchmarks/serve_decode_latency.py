@@ -13,9 +13,11 @@ apart from the browser's painting. The conditions run in the order 0, 1, 2, 2, 1
 (--clicks clicks each time), so a machine whose load drifts weighs on each alike.
 
 Chromium runs on this machine: the training pages' redraws and the decode page's painting share the two
-cores with the server and the runs.
+cores with the server and the runs. In a class each browser runs on its student's machine; --split-cpus
+stands in for that: the server and both runs on CPU 0, Chromium on the others, and the two training pages
+leave for the home page between Pause/Resume clicks (their runs go on; they no longer redraw).
 
-    python benchmarks/serve_decode_latency.py [--clicks 15]
+    python benchmarks/serve_decode_latency.py [--clicks 15] [--split-cpus]
 """
 
 from __future__ import annotations
@@ -32,16 +34,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving import (  # noqa: E402
     CHROMIUM, CHROMIUM_ARGS, CLICK_TO_PAINT_JS, AppServer, chromium_missing, load_average, percentiles, shown_step,
-    start_long_run, wait_idle, wait_until,
+    split_cpus, start_long_run, wait_idle, wait_until,
 )
 
 TARGET = 1.2
 ORDER = (0, 1, 2, 2, 1, 0)
 
 
-def set_training(trainers: list, count: int) -> None:
-    """Resume the first `count` runs and pause the others; return once each is in that state."""
+def set_training(trainers: list, count: int, leave: bool = False) -> None:
+    """Resume the first `count` runs and pause the others; return once each is in that state. With `leave`,
+    the pages go to the Train page first and to the home page after (their runs go on)."""
     for i, page in enumerate(trainers):
+        if leave:
+            go_to(page, "Train live")
         running = page.get_by_text("Training…").count() > 0
         if i < count and not running:
             page.get_by_role("button", name="Resume", exact=True).click()
@@ -51,6 +56,14 @@ def set_training(trainers: list, count: int) -> None:
             page.get_by_role("button", name="Pause", exact=True).click()
             wait_until(lambda page=page: page.get_by_text("Paused.").count(), 60, "a paused run")
             wait_idle(page)
+        if leave:
+            go_to(page, "Home")
+
+
+def go_to(page, title: str) -> None:
+    """Open a page through the sidebar (the same session)."""
+    page.locator("[data-testid=stSidebarNav]").get_by_role("link", name=title, exact=True).click()
+    wait_idle(page)
 
 
 def click_next(page) -> dict:
@@ -68,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=15, help="timed clicks per condition and pass")
     parser.add_argument("--worker-nice", type=int, help="AP_WORKER_NICE for the server (default: the app's)")
+    parser.add_argument("--split-cpus", action="store_true", help="server and runs on CPU 0, Chromium on the rest")
     args = parser.parse_args()
     if missing := chromium_missing():
         print(json.dumps({"skipped": missing}))
@@ -75,8 +89,11 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     env = {"AP_MAX_RUNS": "2"} | ({"AP_WORKER_NICE": str(args.worker_nice)} if args.worker_nice is not None else {})
-    server = AppServer(env, timed=True)
-    report = {"clicks_per_pass": args.clicks, "order": ORDER, "server_env": env, "load_average_before": load_average()}
+    placement = split_cpus(args.split_cpus)
+    server = AppServer(env, timed=True, cpus=placement["server_cpus"])
+    report = {"clicks_per_pass": args.clicks, "order": ORDER, "server_env": env,
+              "cpus_of": {k: sorted(v) if isinstance(v, set) else v for k, v in placement.items()},
+              "load_average_before": load_average()}
     times: dict[int, list[dict]] = {count: [] for count in set(ORDER)}
     server_ms: dict[int, list[dict]] = {count: [] for count in set(ORDER)}
     try:
@@ -85,7 +102,7 @@ def main() -> None:
             trainers = [browser.new_context(viewport={"width": 1400, "height": 900}).new_page() for _ in range(2)]
             for page in trainers:
                 start_long_run(page, server.url)
-            set_training(trainers, 0)
+            set_training(trainers, 0, args.split_cpus)
             decode = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
             decode.goto(f"{server.url}/decode")
             wait_idle(decode)
@@ -96,12 +113,14 @@ def main() -> None:
             hashes = Counter(run["page"] for run in server.script_runs()[before:] if run["fragment"])
             page_hash = hashes.most_common(1)[0][0]
             for count in ORDER:
-                set_training(trainers, count)
+                set_training(trainers, count, args.split_cpus)
                 time.sleep(2)
                 before = len(server.script_runs())
                 times[count] += [click_next(decode) for _ in range(args.clicks)]
                 server_ms[count] += [run for run in server.script_runs()[before:]
                                      if run["page"] == page_hash and run["fragment"]]
+            for page in trainers if args.split_cpus else ():
+                go_to(page, "Train live")
             steps = [shown_step(page) for page in trainers]
             browser.close()
     finally:

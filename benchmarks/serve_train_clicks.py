@@ -12,10 +12,11 @@ A window's steps/s: the step A's page shows at its end minus at its start, over 
 the clicking windows over mean of the untouched ones; each window is listed.
 
 Chromium runs on this machine, so its rendering competes with training for the two cores; in a class the
-browsers run on the students' machines. --nice-browser runs it at nice 19 to approximate that (it then
+browsers run on the students' machines. --split-cpus stands in for that: the server and its workers on
+CPU 0, Chromium on the others (a one-core server). --nice-browser runs Chromium at nice 19 instead (it then
 takes what the server and the run leave).
 
-    python benchmarks/serve_train_clicks.py [--window 20] [--rounds 2] [--nice-browser]
+    python benchmarks/serve_train_clicks.py [--window 20] [--rounds 2] [--split-cpus | --nice-browser]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving import (  # noqa: E402
     CHROMIUM, CHROMIUM_ARGS, AppServer, CpuMeter, chromium_missing, descendants, load_average, shown_step,
-    start_long_run, wait_idle,
+    split_cpus, start_long_run, wait_idle,
 )
 
 TARGET = 0.90
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=20.0, help="seconds per window")
     parser.add_argument("--rounds", type=int, default=2, help="clicking windows (one more untouched)")
     parser.add_argument("--nice-browser", action="store_true", help="run Chromium at nice 19")
+    parser.add_argument("--split-cpus", action="store_true", help="server and workers on CPU 0, Chromium on the rest")
     parser.add_argument("--worker-nice", type=int, help="AP_WORKER_NICE for the server (default: the app's)")
     args = parser.parse_args()
     if missing := chromium_missing():
@@ -109,8 +111,10 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     env = {"AP_WORKER_NICE": str(args.worker_nice)} if args.worker_nice is not None else {}
-    server = AppServer(env)
+    placement = split_cpus(args.split_cpus)
+    server = AppServer(env, cpus=placement["server_cpus"])
     report = {"window_seconds": args.window, "browser_nice": 19 if args.nice_browser else 0, "server_env": env,
+              "cpus_of": {k: sorted(v) if isinstance(v, set) else v for k, v in placement.items()},
               "load_average_before": load_average()}
     try:
         with sync_playwright() as pw:

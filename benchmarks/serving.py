@@ -77,9 +77,10 @@ def free_port() -> int:
 class AppServer:
     """`streamlit run app.py` on 127.0.0.1 at a free port, with `env` added to its environment (and a model
     store of its own); stopped by its pid. With `timed`, every script or fragment run's wall and CPU time
-    is logged (benchmarks/step_click.py's server) and script_runs() reads them."""
+    is logged (benchmarks/step_click.py's server) and script_runs() reads them. With `cpus`, the server and
+    the workers it starts run on those CPUs only."""
 
-    def __init__(self, env: dict[str, str] | None = None, timed: bool = False):
+    def __init__(self, env: dict[str, str] | None = None, timed: bool = False, cpus: set[int] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         folder = Path(tempfile.mkdtemp(prefix="ap-bench-"))
@@ -92,7 +93,8 @@ class AppServer:
                        "--server.address=127.0.0.1", f"--server.port={self.port}",
                        "--browser.gatherUsageStats=false"]
         self.proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "AP_MODEL_STORE": store, **(env or {})},
-                                     stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+                                     stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+                                     preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -139,6 +141,19 @@ class AppServer:
         while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
         return {"workers_at_stop": len(workers), "workers_left_after_stop": sum(alive(pid) for pid in workers)}
+
+
+def split_cpus(enabled: bool) -> dict:
+    """With `enabled` (2+ CPUs): CPU 0 for the server and its workers, the others for this script and the
+    Chromium it starts, standing in for a class whose browsers run on the students' own machines. Returns
+    the server's CPUs (None: shared) and the report's description."""
+    if not enabled:
+        return {"server_cpus": None, "browser_cpus": "shared with the server"}
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--split-cpus needs two CPUs or more")
+    os.sched_setaffinity(0, cpus[1:])  # inherited by Playwright's driver and Chromium
+    return {"server_cpus": {cpus[0]}, "browser_cpus": cpus[1:]}
 
 
 def rss_mb(pid: int) -> float:
