@@ -11,6 +11,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes
+from ui.animations import decode_animation
 from ui import model_registry as registry
 from ui.display import csv_download, show_figure
 from ui.markdown import code, literal
@@ -262,6 +263,7 @@ def stepper(view: View, key: str, version: int, text: str, bundle, greedy: Decod
     st.caption("Each row is one head (L = decoder layer, H = head); each row sums to 1 over its columns. "
                "Bright cells show where that head looked while choosing this step's token.")
     attention_charts(bundle, result, t)
+    decode_animation(bundle, result)
     view.sync_url()
 
 

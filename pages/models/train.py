@@ -8,7 +8,7 @@ import re
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import display, runs
+from ui import animations, display, runs
 from ui import model_registry as registry
 from ui.run_settings import (
     DEVICE_LABELS, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, largest_batch,
@@ -341,6 +341,8 @@ def live_view(view: View, run: runs.Run) -> None:
         st.caption(f"Measured on held-out inputs every {run.settings.train.eval_every} steps.")
     with probe:
         probe_panel(view, run.timeline(snapshot), run.task, snapshot.state)
+        if snapshot.probes:
+            animations.training_animation(view, run, snapshot)
     view.sync_url()
 
 

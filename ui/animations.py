@@ -1,0 +1,103 @@
+"""Animation export for slides: a popover with the format (GIF / MP4), the frame rate, a Render button with a
+progress bar, and the download of the file rendered. Frames come from the figures the page shows
+(transformer/animation.py renders them through kaleido, as the PNG export does)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from transformer.animation import FORMATS, FPS_CHOICES, MIME_TYPES, FrameSpec, animation_bytes, decode_specs, thin
+from transformer.charts.training import curves_figure
+from transformer.export import ExportError, chart_filename, image_export_available
+
+from . import runs
+from .tables.train import ALL_HEADS
+
+DEFAULT_FPS = 2
+STEP_MARK = "#D55E00"
+
+
+def _rendered_key(key: str) -> str:
+    return f"{key}_rendered"
+
+
+def render(key: str, specs: Callable[[], list[FrameSpec]], signature, filename: str) -> None:
+    """Render the animation with the chosen format and rate under a progress bar; keep the bytes in the
+    session with `signature` (what the frames were made from) so a download never offers stale frames."""
+    fmt, fps = st.session_state[f"{key}_format"], st.session_state[f"{key}_fps"]
+    frames = specs()
+    bar = st.progress(0.0, text=f"Rendering {len(frames)} frames…")
+    try:
+        data = animation_bytes(frames, fmt, fps, on_frame=lambda done, total: bar.progress(
+            done / total, text=f"Rendering frame {done} of {total}…" if done < total else "Writing the file…"))
+    except ExportError as exc:
+        st.session_state.pop(_rendered_key(key), None)
+        st.warning(f"The animation cannot be rendered on this server: {exc}", icon=":material/warning:")
+        return
+    finally:
+        bar.empty()
+    st.session_state[_rendered_key(key)] = (signature, fmt, fps, f"{filename}.{fmt}", data)
+
+
+def animation_export(key: str, specs: Callable[[], list[FrameSpec]], signature, filename: str, what: str) -> None:
+    """The popover: format, frame rate, Render (`specs()` builds the frames' figures only then) and, once
+    rendered for this `signature`, the download. `what` says what the frames show."""
+    ok, why = image_export_available()
+    with st.popover("Animation (GIF / MP4)", icon=":material/movie:"):
+        st.caption(what)
+        if not ok:
+            st.caption(f":material/warning: Unavailable here: {why}.")
+            return
+        fmt_col, fps_col = st.columns(2)
+        fmt_col.segmented_control("Format", FORMATS, default=FORMATS[0], required=True, key=f"{key}_format",
+                                  format_func=str.upper)
+        fps_col.select_slider("Frames per second", FPS_CHOICES, value=DEFAULT_FPS, key=f"{key}_fps")
+        if st.button("Render", key=f"{key}_render", icon=":material/movie_edit:", type="primary"):
+            render(key, specs, signature, filename)
+        done = st.session_state.get(_rendered_key(key))
+        if done is not None and done[0] == signature:
+            _, fmt, fps, name, data = done
+            st.download_button(f"Download {name}", data, file_name=name, mime=MIME_TYPES[fmt],
+                               key=f"{key}_download", icon=":material/download:", on_click="ignore")
+            st.caption(f"{len(data) / 1e6:.2f} MB at {fps} frame(s) per second.")
+
+
+def decode_animation(bundle, result) -> None:
+    """The decode page's animation: every step's cross- and decoder self-attention, the output growing."""
+    signature = (bundle.name, result.source_pieces, tuple(s.token for s in result.steps))
+    animation_export("decode_animation", lambda: decode_specs(result), signature,
+                     chart_filename(bundle.task.name, "decode_steps"),
+                     f"One frame per step ({len(result.steps)}): the output so far and this step's attention "
+                     "charts, as shown below.")
+
+
+def step_marked(fig: go.Figure, step: int) -> go.Figure:
+    """A copy of the training curves with a vertical line at `step` across both panels."""
+    marked = go.Figure(fig)
+    marked.add_shape(type="line", xref="x2", yref="paper", x0=step, x1=step, y0=0, y1=1,
+                     line=dict(color=STEP_MARK, width=2, dash="dot"))
+    return marked
+
+
+def training_specs(run: runs.Run, snapshot, layer: int, head: int | None) -> list[FrameSpec]:
+    """One frame per probe snapshot (thinned): the probe's cross-attention as the Train page draws it, beside
+    the held-out curves marked at that step."""
+    timeline = [(step, result) for step, result in run.timeline(snapshot) if result.error is None]
+    curves = curves_figure(snapshot, run.task.name)
+    return [FrameSpec(f"Training step {step:,} · probe {result.source!r} -> {result.output_text or '(nothing)'!r}",
+                      [runs.probe_figure(result, step, layer, head), step_marked(curves, step)])
+            for step, result in (timeline[i] for i in thin(len(timeline)))]
+
+
+def training_animation(view, run: runs.Run, snapshot) -> None:
+    """The Train page's animation of the probe timeline at the layer/head chosen in `view`."""
+    layer, head = view.get("layer") - 1, view.get("head")
+    head = None if head == ALL_HEADS else head - 1
+    signature = (id(run.job), layer, head)  # a file rendered mid-run stays offered; its name says its last step
+    animation_export("train_animation", lambda: training_specs(run, snapshot, layer, head), signature,
+                     f"{chart_filename(run.task.name, 'cross', layer, head)}_train-to{snapshot.step:04d}",
+                     "One frame per probe snapshot: the probe's cross-attention (this layer and head) beside the "
+                     "held-out curves, the step marked.")
