@@ -153,7 +153,7 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
         assert r["Model"] == info.name and r["Origin"] == "pretrained"
         assert r["Parameters"] == info.parameters == load_bundle(info.path).model.num_parameters()
         assert r["Heads"] == info.config["n_heads"] and r["d_model"] == info.config["d_model"]
-        assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 2**20)
+        assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 1e6)  # MB = 10^6 bytes, as `models`
         assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
     assert at.selectbox(key=INSPECT).value == DEFAULT
@@ -162,6 +162,11 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     reverse = load_bundle(REVERSE)
     assert f"**Tokenizer:** char, {reverse.tokenizer.vocab_size} tokens" in card
     assert f"**Parameters:** {reverse.model.num_parameters():,}" in card
+    # the card names the held-out set its accuracy comes from: the training run's own, not Evaluate's
+    assert ("**Accuracies measured on:** the training run's own held-out split (1,000 inputs, greedy, at step "
+            f"{reverse.card['evaluated_step']:,}), not the fresh inputs of Evaluate below") in card
+    sidebar = "\n".join(m.value for m in at.sidebar.markdown)
+    assert f"**Held-out exact match:** {reverse.card['exact_match']:.1%} :small[on the training run's own" in sidebar
 
 
 def test_upload_limit_matches_the_server_cap():

@@ -148,3 +148,17 @@ def clean_card(card) -> tuple[dict, list[str]]:
         notes.append(f"{dropped_names} card field(s) with unusual names were dropped")
     return clean, notes
 
+
+
+HELD_OUT_SOURCE = "the training run's own held-out split"
+
+
+def metrics_source(card: dict) -> str:
+    """Where a (cleaned) card's accuracies were measured, in words: the held-out inputs the training run itself
+    evaluated on (Trainer.bundle copies its last evaluation), with how many, the decoding and the step when the
+    card says. Not fresh `eval` inputs (another seed), which score slightly differently."""
+    details = [f"{card['samples']:,} inputs" if card.get("samples") else None,
+               str(card["decoding"]).replace("_", "-") if card.get("decoding") else None,
+               f"at step {card['evaluated_step']:,}" if card.get("evaluated_step") is not None else None]
+    details = [d for d in details if d]
+    return HELD_OUT_SOURCE + (f" ({', '.join(details)})" if details else "")

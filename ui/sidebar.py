@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from transformer.cards import HELD_OUT_SOURCE
+
 from . import model_registry as registry
 from .markdown import literal
 from .tables.shared import SHARED
@@ -52,7 +54,7 @@ def model_card_lines(bundle) -> list[str]:
         f"**Parameters:** {bundle.model.num_parameters():,}",
     ]
     if card.get("exact_match") is not None:
-        lines.append(f"**Held-out exact match:** {card['exact_match']:.1%}")
+        lines.append(f"**Held-out exact match:** {card['exact_match']:.1%} :small[on {HELD_OUT_SOURCE}]")
     if card.get("steps"):
         lines.append(f"**Trained:** {card['steps']:,} steps in {card.get('seconds', 0):.0f} s")
     return lines

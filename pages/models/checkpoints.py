@@ -19,6 +19,7 @@ from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
 from ui.widgets import NO_MODEL, finish, header
 from transformer.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
+from transformer.cards import metrics_source
 from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
 from transformer.eval_examples import Example, decode_examples
 from transformer.evaluation import evaluate_bundle
@@ -80,7 +81,7 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
         "Layers": f"{config['n_enc_layers']}+{config['n_dec_layers']}", "Heads": config["n_heads"],
         "d_model": config["d_model"], "Parameters": parameters,
         "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"],
-        "Size (MB)": size / 2**20, "Created": created_at(card),
+        "Size (MB)": size / 1e6, "Created": created_at(card),
     }
 
 
@@ -138,8 +139,11 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
             "d_model": st.column_config.NumberColumn("d_model", help="Width of every token's vector", width="small"),
             "Parameters": st.column_config.NumberColumn("Parameters", format="localized"),
             "Exact match": st.column_config.NumberColumn(
-                "Exact match", format="%.1f%%", help="Held-out greedy exact match from the model card"),
-            "Size (MB)": st.column_config.NumberColumn("Size (MB)", format="%.2f"),
+                "Exact match", format="%.1f%%", help="Greedy exact match from the model card, measured on the "
+                "training run's own held-out split (not the fresh inputs of Evaluate below)"),
+            "Size (MB)": st.column_config.NumberColumn(
+                "Size (MB)", format="%.2f", help="The .safetensors file in MB of 10^6 bytes, as the `models` "
+                "command and the README give it"),
             "Created": st.column_config.DatetimeColumn("Created", format="YYYY-MM-DD"),
         },
     )
@@ -157,8 +161,9 @@ def card_facts(bundle: ModelBundle) -> None:
     st.markdown(f"_{bundle.task.description}_")
     lines = model_card_lines(bundle)
     if card.get("token_accuracy") is not None:
-        lines.append(f"**Held-out token accuracy:** {card['token_accuracy']:.1%}"
-                     + (f" (on {card['samples']:,} samples)" if card.get("samples") else ""))
+        lines.append(f"**Held-out token accuracy:** {card['token_accuracy']:.1%}")
+    if card.get("exact_match") is not None or card.get("token_accuracy") is not None:
+        lines.append(f"**Accuracies measured on:** {metrics_source(card)}, not the fresh inputs of Evaluate below")
     lines.append(f"**Tokenizer:** {tokenizer.kind}, {tokenizer.vocab_size} tokens ({len(SPECIALS)} of them special)")
     if bundle.task.params:
         lines.append("**Task settings:** " + literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items())))
