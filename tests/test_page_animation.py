@@ -94,5 +94,6 @@ def test_training_frames_are_the_train_page_figures(bundle):
     for (step, result), frame in zip(results, specs):
         probe, marked = frame.figures
         assert probe.to_json() == runs.probe_figure(result, step, 0, None).to_json()
-        assert marked.data == curves.data and marked.layout.shapes[-1].x0 == step
+        assert marked.data == curves.data and [line.x0 for line in marked.layout.shapes[-2:]] == [step, step]
+        assert list(marked.layout.xaxis2.range) == [-2, 102]  # the same steps axis in every frame, padded
         assert f"step {step:,}" in frame.caption and result.output_text in frame.caption

@@ -74,12 +74,16 @@ def decode_animation(bundle, result) -> None:
                      "charts, as shown below.")
 
 
-def step_marked(fig: go.Figure, step: int) -> go.Figure:
-    """A copy of the training curves with a vertical line at `step` across both panels."""
+def step_marked(fig: go.Figure, step: int, steps: tuple[int, int]) -> go.Figure:
+    """A copy of the training curves with a vertical line at `step` across both panels, the step axis fixed to
+    `steps` (lo, hi) so it holds still from frame to frame (and a line before the first point fits)."""
     marked = go.Figure(fig)
-    marked.add_shape(type="line", xref="x2", yref="paper", x0=step, x1=step, y0=0, y1=1,
-                     line=dict(color=STEP_MARK, width=2, dash="dot"))
-    return marked
+    for x, y in (("x", "y"), ("x2", "y2")):  # one line per panel
+        marked.add_shape(type="line", xref=x, yref=f"{y} domain", x0=step, x1=step, y0=0, y1=1,
+                         line=dict(color=STEP_MARK, width=2, dash="dot"))
+    pad = max(1, (steps[1] - steps[0]) // 50)
+    # kaleido dropped the axes' automatic margins once the range was set (tick labels cut): fixed margins instead
+    return marked.update_layout(xaxis2_range=[steps[0] - pad, steps[1] + pad], margin_l=76, margin_b=60)
 
 
 def training_specs(run: runs.Run, snapshot, layer: int, head: int | None) -> list[FrameSpec]:
@@ -87,8 +91,10 @@ def training_specs(run: runs.Run, snapshot, layer: int, head: int | None) -> lis
     the held-out curves marked at that step."""
     timeline = [(step, result) for step, result in run.timeline(snapshot) if result.error is None]
     curves = curves_figure(snapshot, run.task.name)
+    every = [step for step, _ in timeline] + [row["step"] for row in snapshot.history]
+    steps = (min(every), max(every))
     return [FrameSpec(f"Training step {step:,} · probe {result.source!r} -> {result.output_text or '(nothing)'!r}",
-                      [runs.probe_figure(result, step, layer, head), step_marked(curves, step)])
+                      [runs.probe_figure(result, step, layer, head), step_marked(curves, step, steps)])
             for step, result in (timeline[i] for i in thin(len(timeline)))]
 
 
