@@ -97,7 +97,8 @@ def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_t
     bars = found["Next-token probabilities"]["data"][0]
     assert list(bars["y"])[0] == result.steps[t].piece and len(array(bars["x"])) == TOPK
     names = {json.loads(el.proto.config)["toImageButtonOptions"]["filename"] for el in page.get("plotly_chart")}
-    assert names == {chart_filename("reverse", kind, step=t) for kind in ("topk", "cross", "decoder_self")}
+    assert names == {chart_filename("reverse", kind, step=t) for kind in ("topk", "cross", "decoder_self")} | {
+        chart_filename("reverse", "sampling", step=0)}
     csv_keys = {b.key for b in page.get("download_button")}
     assert {"decode_csv_cross", "decode_csv_decoder_self"} <= csv_keys
 
@@ -199,7 +200,7 @@ def test_bad_input_shows_a_message_and_the_page_recovers(page):
     page.button_group(key=EXAMPLES).set_value(example).run()
     assert not page.error and shown_input(page) == example and page.query_params["input"] == example
     assert page.text_input(key=INPUT_BOX).value == example
-    assert len(page.get("plotly_chart")) == 3
+    assert len(page.get("plotly_chart")) == 4  # top-k, cross, decoder self, sampling
 
 
 def test_a_session_model_of_another_task_brings_its_own_examples(page):

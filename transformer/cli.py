@@ -4,6 +4,7 @@
            [--seed K] [model and training options, --device auto|cpu|cuda among them] --out PATH [--name NAME]
     eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda]
     decode --checkpoint PATH --input TEXT [--json] [--beam K] [--topk K]
+           [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]
     models [--folder DIR] [--json]
 
 Results go to stdout (for `train` and `eval` the last line is one JSON object); progress goes to stderr.
@@ -35,6 +36,7 @@ from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, sa
 from .config import NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, check_decode_budget, greedy_decode
 from .devices import DEVICES, resolve_device
+from .sampling import SampleSettings, sample
 from .evaluation import evaluate_bundle
 from .job import TrainingJob
 from .tasks import TASKS
@@ -125,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     decode.add_argument("--json", action="store_true", help="steps, top-k and attention as one JSON object")
     decode.add_argument("--beam", type=int, help="beam search of this width instead of greedy")
     decode.add_argument("--topk", type=int, default=5, help="candidates listed per step with --json")
+    sampling = decode.add_argument_group("sampling options (with --sample)")
+    sampling.add_argument("--sample", action="store_true", help="draw each token instead of taking the argmax")
+    sampling.add_argument("--temperature", type=float, metavar="T", help="> 0; below 1 sharper (default 1)")
+    sampling.add_argument("--top-k", type=int, metavar="K", help="draw only from the K most likely tokens (>= 1)")
+    sampling.add_argument("--top-p", type=float, metavar="P",
+                          help="draw only from the smallest set of tokens with mass >= P, in (0, 1] (default 1)")
+    sampling.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default 0)")
     decode.set_defaults(run=run_decode)
 
     models = commands.add_parser("models", help="list checkpoints and their model cards")
@@ -338,12 +347,18 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_decode(args: argparse.Namespace) -> int:
     """Greedy by default. With --beam the beam's best sequence is replayed step by step (every token
-    forced), so --json shows the model's own top-k and attention along exactly that sequence."""
+    forced), so --json shows the model's own top-k and attention along exactly that sequence. With --sample
+    --json shows each step's distributions (model, tempered, filtered) for its top-k and the drawn token."""
+    settings = _sample_settings(args)  # refused before the checkpoint is read
     bundle = load_checkpoint(args.checkpoint)
     model, tokenizer = bundle.model, bundle.tokenizer
     source_len = len(tokenizer.encode(args.input)) + 1  # TokenizerError first, as the decode would give it
     check_decode_budget(model, source_len, model.config.max_len, json_output=args.json)  # before any work
     extra = {}
+    if settings is not None:
+        drawn = sample(model, tokenizer, args.input, settings)
+        print(strict_json(drawn.to_dict(tokenizer, args.topk), flag=True)[0] if args.json else drawn.output_text)
+        return 0
     if args.beam is None:
         result = greedy_decode(model, tokenizer, args.input, k=args.topk)
     else:
@@ -359,6 +374,24 @@ def run_decode(args: argparse.Namespace) -> int:
         print(f"warning: {non_finite_warning(non_finite)}", file=sys.stderr)
     print(text)
     return 0
+
+
+SAMPLE_FLAGS = ("temperature", "top_k", "top_p", "seed")
+
+
+def _sample_settings(args: argparse.Namespace) -> SampleSettings | None:
+    """The --sample settings (ValueError for a bad value), or None for greedy / beam decoding."""
+    chosen = {name: getattr(args, name) for name in SAMPLE_FLAGS if getattr(args, name) is not None}
+    if not args.sample:
+        if chosen:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in chosen)
+            raise ValueError(f"{flags} {'applies' if len(chosen) == 1 else 'apply'} only with --sample")
+        return None
+    if args.beam is not None:
+        raise ValueError("--sample and --beam exclude each other")
+    if args.topk < 1:
+        raise ValueError(f"--topk must be >= 1, got {args.topk}")
+    return SampleSettings(**chosen)
 
 
 # ----------------------------------------------------------------------------------------------- models

@@ -1,5 +1,5 @@
 """Step-by-step decoding: type an input, step through greedy decoding, see each step's choice and attention,
-force a different token, and compare greedy with beam search."""
+force a different token, compare greedy with beam search, and sample with temperature, top-k and top-p."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ from ui import model_registry as registry
 from ui.display import csv_download, show_figure
 from ui.markdown import code, literal
 from ui.state import View
-from ui.tables.decode import BEAM_WIDTHS, DECODE
+from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
 from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
-from transformer.charts import attention_title, step_attention_rows, token_labels, topk_bar
+from transformer.charts import TOPK_SCALES, attention_title, sampling_bars, step_attention_rows, token_labels, topk_bar
 from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename
+from transformer.sampling import SampleResult, SampleSettings, output_logits, samples
 from transformer.special_tokens import BOS, PAD, UNK
 from transformer.tasks import TaskError
 from transformer.tokenizers import TokenizerError
@@ -186,12 +187,36 @@ def outcome(view: View, result: DecodeResult, greedy: DecodeResult, answer: str 
         st.caption(f"No expected answer for this input: {why}")
 
 
-def step_charts(bundle, result: DecodeResult, t: int) -> None:
-    """This step's top-k next-token bar, the chosen token highlighted."""
+SCALE_TITLES = {"probability": "probabilities", "log-probability": "log-probabilities", "logit": "logits"}
+SCALE_NOTES = {
+    "probability": "",
+    "log-probability": "Natural log of each probability: 0 is certain, and each step of 2.3 to the left is ten "
+                       "times less likely, so the runners-up that read 0.000 as probabilities are told apart.",
+    "logit": "The raw scores before softmax (from one causal pass over this output); softmax turns them into the "
+             "probabilities, so only their differences matter.",
+}
+
+
+def topk_values(bundle, text: str, result: DecodeResult, t: int, scale: str) -> list[float]:
+    """The values of step t's top-k candidates on `scale`, as the model computed them."""
+    step = result.steps[t]
+    ids = [c.id for c in step.topk]
+    if scale == "probability":
+        return [c.prob for c in step.topk]
+    if scale == "log-probability":
+        return step.log_probs[ids].tolist()
+    return output_logits(bundle.model, bundle.tokenizer, text, result.output_ids)[t, ids].tolist()
+
+
+def step_charts(view: View, bundle, text: str, result: DecodeResult, t: int) -> None:
+    """This step's top-k next-token bar on the chosen scale, the chosen token highlighted."""
     step, task = result.steps[t], bundle.task.name
-    fig = topk_bar([c.piece for c in step.topk], [c.prob for c in step.topk], chosen=step.piece,
-                   title=f"Next-token probabilities · step {t + 1}")
+    scale = view.widget("scale", st.segmented_control, "Show", tuple(TOPK_SCALES), required=True)
+    fig = topk_bar([c.piece for c in step.topk], topk_values(bundle, text, result, t, scale), chosen=step.piece,
+                   title=f"Next-token {SCALE_TITLES[scale]} · step {t + 1}", scale=scale)
     show_figure(fig, chart_filename(task, "topk", step=t), key="decode_chart_topk")
+    if SCALE_NOTES[scale]:
+        st.caption(SCALE_NOTES[scale])
     if not any(c.id == step.token for c in step.topk):
         st.caption(f"The forced token {code(plain(step.piece))} is not among the model's top {len(step.topk)}.")
 
@@ -255,7 +280,7 @@ def stepper(view: View, key: str, version: int, text: str, bundle, greedy: Decod
     choice_line(result, t)
     left, right = st.columns([2, 3], gap="large")
     with left:
-        step_charts(bundle, result, t)
+        step_charts(view, bundle, text, result, t)
     with right:
         force_panel(view, bundle.tokenizer, result, t)
         outcome(view, result, greedy, *expected(bundle.task, text))
@@ -291,6 +316,87 @@ def beam_panel(view: View, key: str, version: int, text: str, bundle, greedy: De
     view.sync_url()
 
 
+def sampling_controls(view: View) -> None:
+    """Temperature, top-k (empty: off), top-p and seed, each bound to its prop."""
+    temperature, top_k, top_p, seed = st.columns(4)
+    with temperature:
+        view.widget("temperature", st.number_input, "Temperature", min_value=0.0, max_value=100.0, step=0.1,
+                    format="%.2f", help="Divides the logits before softmax: below 1 sharper, above 1 flatter.")
+    with top_k:
+        box = view.widget_key("top_k")
+        view.widget("top_k", st.number_input, "Top-k", min_value=0, max_value=100_000, value=None, step=1,
+                    placeholder="off",  # value=None: the box may be emptied (off)
+                    on_change=lambda: view.reset("top_k") if st.session_state[box] is None else None,
+                    help="Draw only from the k most likely tokens; empty: off.")
+    with top_p:
+        view.widget("top_p", st.number_input, "Top-p", min_value=0.0, max_value=1.0, step=0.05, format="%.2f",
+                    help="Draw only from the smallest set of most likely tokens whose probabilities add up to at "
+                         "least p (nucleus sampling); 1: off.")
+    with seed:
+        view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
+                    help=f"The same seed always draws the same tokens; the {SAMPLES} samples use this seed and "
+                         "the next ones.")
+
+
+def sample_step(view: View, drawn: SampleResult) -> int:
+    """The 0-based step of the first sample to show (its first by default), with a slider when there are more."""
+    n_steps, chosen = len(drawn.steps), view.get("sample_step")
+    if chosen is not None and chosen > n_steps:
+        view.refuse("sample_step", f"this sample has only {n_steps} step(s)")
+        chosen = None
+    if n_steps > 1:
+        view.widget("sample_step", st.slider, f"Step of the sample with seed {drawn.settings.seed} (of {n_steps})",
+                    1, n_steps, to_widget=lambda value: value or 1)
+    return (chosen or 1) - 1
+
+
+def sampling_chart(bundle, drawn: SampleResult, t: int, shown: int = 8) -> None:
+    """Step t of a sample: the model's, the tempered and the filtered distribution over its most likely tokens
+    (and the drawn one), and what was drawn."""
+    step, vocab = drawn.steps[t], len(drawn.steps[t].probs)
+    ids = step.probs.argsort(descending=True, stable=True)[:shown].tolist()
+    ids += [] if step.token in ids else [step.token]
+    fig = sampling_bars([bundle.tokenizer.piece(i) for i in ids],
+                        {"model": step.probs[ids].numpy(), "after temperature": step.tempered[ids].numpy(),
+                         "after top-k / top-p": step.filtered[ids].numpy()},
+                        drawn=step.piece, title=f"Sampling distributions · step {t + 1}")
+    show_figure(fig, chart_filename(bundle.task.name, "sampling", step=t), key="decode_chart_sampling")
+    st.markdown(f"**Step {t + 1}:** drew **{code(plain(step.piece))}** (outlined) with probability "
+                f"**{pct(step.prob)}**; the model alone gave it {pct(float(step.probs[step.token]))}. The filters "
+                f"kept {step.kept} of {vocab} tokens.")
+    st.caption(f"Bars show the {len(ids)} most likely tokens; each full distribution (all {vocab} tokens) "
+               f"sums to 1, so these bars hold {pct(float(step.filtered[ids].sum()))} of the filtered mass.")
+
+
+@st.fragment
+def sampling_panel(view: View, text: str, bundle, greedy: DecodeResult) -> None:
+    """Temperature / top-k / top-p sampling: a few seeded samples beside greedy, and one step's distributions."""
+    st.subheader("Sampling instead of greedy")
+    st.markdown("Chatbots rarely take the single most likely token: they **sample** it. The logits are divided "
+                "by a **temperature**, turned into probabilities, cut to the **top-k** most likely tokens and to "
+                "the smallest set whose probabilities add up to **top-p**, and one token is drawn from what is "
+                "left. Temperature near 0, or top-k = 1, is greedy decoding again.")
+    sampling_controls(view)
+    values = view.values()
+    try:
+        settings = SampleSettings(values["temperature"], values["top_k"], values["top_p"], values["seed"])
+        drawn = samples(bundle.model, bundle.tokenizer, text, settings, SAMPLES)
+    except (DecodeError, TokenizerError) as exc:
+        st.error(f"Cannot sample with these settings: {literal(str(exc))}.", icon=":material/error:")
+        view.sync_url()
+        return
+    answer, _ = expected(bundle.task, text)
+    columns = st.columns(SAMPLES + 1)
+    outputs = [("Greedy", greedy.output_text)] + [(f"Sample · seed {d.settings.seed}", d.output_text) for d in drawn]
+    for column, (name, output) in zip(columns, outputs):
+        with column.container(border=True):
+            st.markdown(f"**{name}**")
+            st.markdown(f"{code(output or '(empty)')} {verdict(output, answer)}")
+    t = sample_step(view, drawn[0])
+    sampling_chart(bundle, drawn[0], t)
+    view.sync_url()
+
+
 def main() -> None:
     view = DECODE.view()
     notes = intro()
@@ -312,6 +418,8 @@ def main() -> None:
     stepper(view, key, version, text, bundle, greedy)
     st.divider()
     beam_panel(view, key, version, text, bundle, greedy)
+    st.divider()
+    sampling_panel(view, text, bundle, greedy)
     finish(view, notes)
 
 

@@ -11,11 +11,12 @@ from .attention import (
 )
 from .common import KIND_COLORS, KIND_TITLES, attention_title, token_labels
 from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix
-from .stats import head_stats_heatmap, topk_bar, training_curves
+from .sampling import sampling_bars
+from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, training_curves
 
 __all__ = [
-    "KIND_COLORS", "KIND_TITLES", "architecture_diagram", "attention_heatmap", "attention_title",
+    "KIND_COLORS", "KIND_TITLES", "TOPK_SCALES", "architecture_diagram", "attention_heatmap", "attention_title",
     "embedding_sum", "head_grid", "head_stats_heatmap", "mask_heatmap", "padded_batch_heatmap",
-    "position_similarity", "positional_curves", "positional_matrix", "scores_heatmap", "step_attention_rows",
-    "token_labels", "topk_bar", "training_curves",
+    "position_similarity", "positional_curves", "positional_matrix", "sampling_bars", "scores_heatmap",
+    "step_attention_rows", "token_labels", "topk_bar", "training_curves",
 ]

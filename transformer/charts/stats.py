@@ -17,21 +17,51 @@ HEAD_METRICS = {
 CURVE_COLORS = {"loss": "#222222", "token_accuracy": "#0072B2", "exact_match": "#D55E00"}
 
 
-def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "Next-token probabilities"
-             ) -> go.Figure:
-    """Horizontal bars of the top-k next tokens, in the given order from the top; `chosen` highlighted."""
+# topk_bar scales: (axis title, hover name); log-probabilities and logits make the runners-up readable
+TOPK_SCALES = {
+    "probability": ("probability", "probability"),
+    "log-probability": ("log-probability (natural log)", "log-probability"),
+    "logit": ("logit (score before softmax)", "logit"),
+}
+
+
+def bar_text(value: float, scale: str) -> str:
+    """A bar's label: probabilities to 3 decimals (small ones in scientific notation, so they never read 0.000),
+    log-probabilities and logits to 2 decimals (small ones to 2 significant digits)."""
+    if scale == "probability" and 0 < value < 0.001:
+        return f"{value:.1e}"
+    if scale == "probability":
+        return f"{value:.3f}"
+    return f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"  # -0.00031, not -0.00
+
+
+def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "Next-token probabilities",
+             scale: str = "probability") -> go.Figure:
+    """Horizontal bars of the top-k next tokens, in the given order from the top; `chosen` highlighted.
+    `probs` holds the values on `scale` (see TOPK_SCALES): probabilities, log-probabilities or logits."""
+    if scale not in TOPK_SCALES:
+        raise ValueError(f"scale must be one of {', '.join(TOPK_SCALES)}, got {scale!r}")
     p = np.asarray(probs, dtype=np.float32)
     if p.ndim != 1 or len(pieces) != len(p):
-        raise ValueError(f"{len(pieces)} pieces for probabilities of shape {p.shape}")
+        raise ValueError(f"{len(pieces)} pieces for values of shape {p.shape}")
+    axis_title, name = TOPK_SCALES[scale]
     labels = [display_piece(piece) for piece in pieces]
     colors = [HIGHLIGHT if piece == chosen else MUTED for piece in pieces]
     bars = go.Bar(
-        x=p, y=labels, orientation="h", marker=dict(color=colors), text=[f"{v:.3f}" for v in p],
+        x=p, y=labels, orientation="h", marker=dict(color=colors), text=[bar_text(float(v), scale) for v in p],
         textposition="outside", cliponaxis=False,
-        hovertemplate="token %{y}<br>probability %{x:.4f}<extra></extra>",
+        hovertemplate=f"token %{{y}}<br>{name} %{{x:.4g}}<extra></extra>",
     )
+    if scale == "probability":
+        xaxis = dict(range=[0, 1.12], tickformat=".0%")
+    else:  # room for the labels outside the bars on both sides of 0
+        finite = p[np.isfinite(p)]
+        lo, hi = (min(float(finite.min()), 0.0), max(float(finite.max()), 0.0)) if finite.size else (-1.0, 0.0)
+        pad = 0.18 * max(hi - lo, 1e-6)
+        xaxis = dict(range=[lo - (pad if lo < 0 else 0), hi + (pad if hi > 0 else 0)], zeroline=True,
+                     zerolinecolor="#888")
     return figure([bars], title, height=34 * len(p) + 130, showlegend=False,
-                  xaxis=dict(range=[0, 1.12], tickformat=".0%", title=dict(text="probability"), gridcolor="#eee"),
+                  xaxis=dict(xaxis, title=dict(text=axis_title), gridcolor="#eee"),
                   yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))
 
 

@@ -1,9 +1,12 @@
-"""The step-by-step decoding page's view: model, input, step, forced tokens and beam width."""
+"""The step-by-step decoding page's view: model, input, step, forced tokens, beam width, the top-k chart's scale
+and the sampling settings."""
 
-from ui.state import Choice, Int, IntMap, StateTable, register
+from transformer.charts import TOPK_SCALES
+from ui.state import Choice, Float, Int, IntMap, StateTable, register
 from ui.tables.shared import INPUT, MODEL
 
 BEAM_WIDTHS = (2, 3, 4, 6, 8)
+SAMPLES = 3  # seeded samples shown beside greedy (seeds: seed, seed + 1, ...)
 
 DECODE = register(StateTable("decode", (
     MODEL,
@@ -11,4 +14,12 @@ DECODE = register(StateTable("decode", (
     Int("step", default=None, lo=1, hi=10_000, depends_on=("model", "input")),  # 1-based; None: the middle
     IntMap("force", depends_on=("model", "input")),  # (1-based step, token id) pairs, in step order
     Choice("beam", default=4, options=BEAM_WIDTHS),
+    Choice("scale", default="probability", options=tuple(TOPK_SCALES)),  # the top-k chart's values
+    # sampling: bounds wide enough that a value the library refuses (temperature 0, top-k 0, top-p 0) reaches
+    # it and its message is shown; top_k None: off
+    Float("temperature", default=1.0, lo=0.0, hi=100.0),
+    Int("top_k", default=None, lo=0, hi=100_000),
+    Float("top_p", default=1.0, lo=0.0, hi=1.0),
+    Int("seed", default=0, lo=0, hi=2**31 - 1),
+    Int("sample_step", default=None, lo=1, hi=10_000, depends_on=("model", "input")),  # 1-based; None: first
 )))
