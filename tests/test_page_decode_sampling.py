@@ -102,7 +102,9 @@ def test_settings_go_into_the_url_and_change_the_samples_and_filters(page, bundl
 
 def test_the_sample_step_slider_shows_that_steps_distributions(page, bundle):
     drawn = samples(bundle.model, bundle.tokenizer, shown_input(page), SampleSettings(), 1)[0]
+    kept = page.session_state["decode_samples_drawn"][1]
     page.slider(key="decode_sample_step_widget").set_value(3).run()
+    assert page.session_state["decode_samples_drawn"][1] is kept  # a step click draws nothing anew
     assert spec(page, "decode_chart_sampling")["layout"]["title"]["text"] == "Sampling distributions · step 3"
     ids = drawn.steps[2].probs.argsort(descending=True, stable=True)[:8].tolist()
     np.testing.assert_allclose(stage_values(page)["model"], drawn.steps[2].probs[ids].numpy(), rtol=1e-6)

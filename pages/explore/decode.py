@@ -35,6 +35,7 @@ CHIP_STYLES = {
     "future": "background:#fff;border:1px dashed #c4c4c4;color:#9a9a9a;",
     "differs": "background:#fde8dc;border:1px solid #D55E00;color:#222;",
 }
+SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
 FORCED_RING = "box-shadow:0 0 0 2px #D55E00;"  # added to any chip whose token was forced
 
 
@@ -368,8 +369,17 @@ def sampling_chart(bundle, drawn: SampleResult, t: int, shown: int = 8) -> None:
                f"sums to 1, so these bars hold {pct(float(step.filtered[ids].sum()))} of the filtered mass.")
 
 
+def drawn_samples(key: str, version: int, text: str, bundle, settings: SampleSettings) -> list[SampleResult]:
+    """The seeded samples, kept for this session's last model, input and settings (a step click reuses them)."""
+    name = (key, version, text, settings)
+    kept = st.session_state.get(SAMPLES_KEY)
+    if kept is None or kept[0] != name:
+        kept = st.session_state[SAMPLES_KEY] = (name, samples(bundle.model, bundle.tokenizer, text, settings, SAMPLES))
+    return kept[1]
+
+
 @st.fragment
-def sampling_panel(view: View, text: str, bundle, greedy: DecodeResult) -> None:
+def sampling_panel(view: View, key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
     """Temperature / top-k / top-p sampling: a few seeded samples beside greedy, and one step's distributions."""
     st.subheader("Sampling instead of greedy")
     st.markdown("Chatbots rarely take the single most likely token: they **sample** it. The logits are divided "
@@ -380,7 +390,7 @@ def sampling_panel(view: View, text: str, bundle, greedy: DecodeResult) -> None:
     values = view.values()
     try:
         settings = SampleSettings(values["temperature"], values["top_k"], values["top_p"], values["seed"])
-        drawn = samples(bundle.model, bundle.tokenizer, text, settings, SAMPLES)
+        drawn = drawn_samples(key, version, text, bundle, settings)
     except (DecodeError, TokenizerError) as exc:
         st.error(f"Cannot sample with these settings: {literal(str(exc))}.", icon=":material/error:")
         view.sync_url()
@@ -419,7 +429,7 @@ def main() -> None:
     st.divider()
     beam_panel(view, key, version, text, bundle, greedy)
     st.divider()
-    sampling_panel(view, text, bundle, greedy)
+    sampling_panel(view, key, version, text, bundle, greedy)
     finish(view, notes)
 
 
