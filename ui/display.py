@@ -1,10 +1,11 @@
 """Showing charts the same way on every page: toolbar export in the chosen format, the numbers behind a
-heatmap, matrix figures fitted into a column, and a decode's cross-attention (one head, the mean of a layer's
-heads, or every head)."""
+heatmap, matrix figures fitted into a column, a decode's cross-attention (one head, the mean of a layer's
+heads, or every head), and the presenter switch's larger charts."""
 
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from transformer import charts
@@ -12,15 +13,52 @@ from transformer.charts.common import COLORBAR_PX
 from transformer.export import chart_config, matrix_to_csv
 
 from .markdown import code
-from .sidebar import EXPORT_FORMAT
+from .sidebar import EXPORT_FORMAT, PRESENTER
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 ALL_HEADS = "all"  # cross_figure's head: every head of every layer, as one grid
+PRESENTER_SCALE = 1.35  # text and chart heights in presenter mode, for the back row
+BASE_FONT_PX = 14  # a figure's text size when it sets none (charts.common.FONT)
+
+
+def presenting() -> bool:
+    """Whether the sidebar's presenter switch is on for this session."""
+    return bool(st.session_state.get(PRESENTER))
+
+
+def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
+    """A copy of `fig` for the back row (pages' figures may be cached and shared: the original never changes).
+    Its text is `scale` times larger and a chart of free width `scale` times taller. A matrix chart (fixed
+    width: square cells sized to its token labels, fitted to its column) keeps its cells and tick labels, which
+    are forced to label every token (a larger font would make plotly skip some); its title grows above them."""
+    big = go.Figure(fig)
+    layout = big.layout
+    font = layout.font.size or BASE_FONT_PX
+    extra_top = round(font * (scale - 1) * 1.6)  # room for the larger title
+    grow = {"font_size": round(font * scale, 1), "margin_t": (layout.margin.t or 0) + extra_top}
+    if layout.title.font.size:
+        grow["title_font_size"] = round(layout.title.font.size * scale, 1)
+    if layout.height:
+        grow["height"] = layout.height + extra_top if layout.width else round(layout.height * scale)
+    big.update_layout(**grow)
+
+    def axis_grow(axis) -> None:
+        if axis.type == "category":
+            axis.update(tickmode="linear", tick0=0, dtick=1)
+        elif axis.tickfont.size:
+            axis.update(tickfont_size=round(axis.tickfont.size * scale, 1))
+
+    big.for_each_xaxis(axis_grow)
+    big.for_each_yaxis(axis_grow)
+    return big
 
 
 def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, **kwargs):
-    """Plot `fig`; its toolbar camera saves `<filename>.png|svg` (the sidebar's format) at slide scale."""
+    """Plot `fig`; its toolbar camera saves `<filename>.png|svg` (the sidebar's format) at slide scale.
+    In presenter mode it is shown larger (presenter_sized), and the toolbar camera saves it as shown."""
     fmt = st.session_state.get(EXPORT_FORMAT, "png")
+    if presenting():
+        fig = presenter_sized(fig)
     return st.plotly_chart(fig, config=chart_config(filename, fmt), key=key,
                            on_select=on_select or "ignore", **kwargs)
 

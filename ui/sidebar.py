@@ -1,5 +1,5 @@
 """The sidebar every page shares: "Copy link" (the page's URL holds its view), the active model picker, its
-model card, and the export format."""
+model card, the export format, and the presenter switch."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ from .tables.shared import SHARED
 from .widgets import NO_MODEL
 
 EXPORT_FORMAT = "export_format"
+PRESENTER = "presenter"  # session key of the presenter switch (ui/display.py scales charts by it)
+# Presenter mode for the back row: Streamlit sizes its text in rem, so a larger root size enlarges every text,
+# label and widget; the main column may use the whole window.
+PRESENTER_CSS = """<style>
+html { font-size: 21px; }
+[data-testid="stMainBlockContainer"] { max-width: 100%; padding-left: 2rem; padding-right: 2rem; }
+</style>"""
 
 COPY_LINK_HTML = """
 <button id="copy" title="Copy the link to this view: it opens the same view for anyone"><svg width="15"
@@ -69,9 +76,17 @@ def card_notes(bundle) -> str | None:
     return ":material/info: " + literal(f"{text[:1].upper()}{text[1:]}.")
 
 
+def presenter_switch() -> None:
+    """The presenter switch; while it is on, the page's text is larger (PRESENTER_CSS) and so are its charts."""
+    st.toggle("Presenter mode", key=PRESENTER, help="Larger text and charts, for a projector and the back row.")
+    if st.session_state.get(PRESENTER):
+        st.html(PRESENTER_CSS)
+
+
 def render_sidebar() -> None:
     entries = registry.entries()
     with st.sidebar:
+        presenter_switch()
         st.iframe(COPY_LINK_HTML, height=42)
         st.subheader("Active model")
         if not entries:
