@@ -150,8 +150,8 @@ def test_figures_are_kept_in_the_byte_bounded_cache_per_decode_and_chart(app, bu
     at = app(PAGE)
     text = shown_input(at)
     named = {k[1:] for k in decodes._cache.keys() if k[0] == "figure"}
-    assert {k[3:5] for k in named} == {("head", "cross"), ("mean", "cross"), ("grid", "cross"), ("stats", "cross")}
-    assert all(k[2] == text for k in named)  # named by the decode they show
+    assert {k[5:7] for k in named} == {("head", "cross"), ("mean", "cross"), ("grid", "cross"), ("stats", "cross")}
+    assert all(k[2:5] == (text, (), "zero") for k in named)  # named by the decode they show
     picker(at, "head", "cross").set_value(0).run()
     _, spec = figure(at, r"Cross-attention · layer \d · head 1$")
     layer, _ = picked(figure(at, r"Cross-attention · layer \d · head 1$")[0])
@@ -328,6 +328,8 @@ HOSTILE = [
     {"layer": "3"}, {"layer": "0"}, {"layer": "-1"}, {"layer": "nan"}, {"layer": "99999999999999999999"},
     {"head": "5"}, {"head": "1.5"}, {"head": "1" * 3000},
     {"cell": "99,0"}, {"cell": "0,99"}, {"cell": "1,2,3"}, {"cell": "-1,2"}, {"cell": "a,b"}, {"cell": "1e9,1"},
+    {"knocked": "cross:L9H1"}, {"knocked": "cross:L1H9"}, {"knocked": "attn:L1H1"}, {"knocked": "cross:L1H1," * 300},
+    {"knock_mode": "half"}, {"samples": "5"},
 ]
 
 

@@ -11,9 +11,11 @@ key and `registry.version(key)`, so a replaced shipped checkpoint computes afres
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import threading
+from contextlib import contextmanager
 
 import cachetools
 import numpy as np
@@ -21,12 +23,15 @@ import streamlit as st
 import torch
 from plotly.basedatatypes import BaseFigure
 
+from transformer import ablation
 from transformer.attention_maps import AttentionMap, attention_maps
 from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
 
 from . import model_registry as registry
 
 TOPK = 5  # next-token candidates recorded at each step
+REFERENCE = (500, 1_000_003)  # held-out pairs (count, seed) whose head outputs mean ablation puts in
+IMPORTANCE_SEED = 1  # the held-out inputs head importance scores (`eval` and `ablate` default to it too)
 CACHE_BYTES = int(float(os.environ.get("AP_DECODE_CACHE_MB", 256)) * 2**20)
 
 
@@ -74,16 +79,37 @@ def memo(kind: str, compute, *args):
     return value
 
 
-def _greedy(key: str, version: int, text: str, forced: tuple, positions: bool) -> DecodeResult:
+@contextmanager
+def _model(key: str, version: int, knocked: tuple, mode: str):
+    """The model to run: the shared one, or with heads `knocked` out a private copy (hooks on the shared
+    model would reach every session's decodes)."""
+    model = registry.bundle_for(key).model
+    if not knocked:
+        yield model
+        return
+    means = memo("head_means", _head_means, key, version) if mode == "mean" else None
+    with ablation.ablated(copy.deepcopy(model), knocked, mode, means) as knocked_out:
+        yield knocked_out
+
+
+def _head_means(key: str, version: int) -> dict:
     bundle = registry.bundle_for(key)
-    return greedy_decode(bundle.model, bundle.tokenizer, text, k=TOPK, force=dict(forced), positions=positions)
+    return ablation.head_means(bundle.model, bundle.tokenizer, bundle.task.pairs(*REFERENCE, "heldout"))
+
+
+def _greedy(key: str, version: int, text: str, forced: tuple, positions: bool, knocked: tuple,
+            mode: str) -> DecodeResult:
+    tokenizer = registry.bundle_for(key).tokenizer
+    with _model(key, version, knocked, mode) as model:
+        return greedy_decode(model, tokenizer, text, k=TOPK, force=dict(forced), positions=positions)
 
 
 def greedy(key: str, version: int, text: str, forced: tuple[tuple[int, int], ...] = (),
-           positions: bool = True) -> DecodeResult:
-    """Traced greedy decode of `text`, with `forced` (0-based step, token id) pairs and positions on or off."""
+           positions: bool = True, knocked: tuple = (), mode: str = "zero") -> DecodeResult:
+    """Traced greedy decode of `text`, with `forced` (0-based step, token id) pairs, positions on or off,
+    and the heads `knocked` out (ablation.Head, sorted) by zeroing or by their mean (`mode`)."""
     with st.spinner("Decoding…"):  # shown only when it takes longer than half a second
-        return memo("greedy", _greedy, key, version, text, forced, positions)
+        return memo("greedy", _greedy, key, version, text, forced, positions, knocked, mode)
 
 
 def _beam(key: str, version: int, text: str, width: int) -> BeamResult:
@@ -95,13 +121,28 @@ def beam(key: str, version: int, text: str, width: int) -> BeamResult:
     return memo("beam", _beam, key, version, text, width)
 
 
-def _maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
-    return attention_maps(greedy(key, version, text), registry.bundle_for(key).task, text)
+def _maps(key: str, version: int, text: str, knocked: tuple, mode: str) -> dict[str, AttentionMap]:
+    result = greedy(key, version, text, knocked=knocked, mode=mode)
+    return attention_maps(result, registry.bundle_for(key).task, text)
 
 
-def maps(key: str, version: int, text: str) -> dict[str, AttentionMap]:
-    """Every kind of attention of the greedy decode of `text`, with labels and the task's alignment."""
-    return memo("maps", _maps, key, version, text)
+def maps(key: str, version: int, text: str, knocked: tuple = (), mode: str = "zero") -> dict[str, AttentionMap]:
+    """Every kind of attention of the greedy decode of `text` (heads `knocked` out as in greedy()), with
+    labels and the task's alignment."""
+    return memo("maps", _maps, key, version, text, knocked, mode)
+
+
+def _importance(key: str, version: int, samples: int, mode: str) -> dict:
+    bundle = registry.bundle_for(key)
+    means = memo("head_means", _head_means, key, version) if mode == "mean" else None
+    pairs = bundle.task.pairs(samples, IMPORTANCE_SEED, "heldout")
+    return ablation.importance(copy.deepcopy(bundle.model), bundle.tokenizer, pairs, mode, means)
+
+
+def importance(key: str, version: int, samples: int, mode: str) -> dict:
+    """ablation.importance of the model on `samples` held-out inputs: each head's exact-match drop and the
+    removal curve (a private copy of the model carries the hooks)."""
+    return memo("importance", _importance, key, version, samples, mode)
 
 
 def figure(name: tuple, build):

@@ -12,13 +12,14 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import decodes, display
+from ui import decodes, display, knockout
 from ui import model_registry as registry
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
 from ui.widgets import current_input, finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
 from transformer import charts
+from transformer.ablation import Head
 from transformer.attention_maps import AttentionMap
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename, figure_to_html, figure_to_image, image_export_available
@@ -122,7 +123,7 @@ def _head_facts(stats: dict, layer: int, head: int) -> str:
 
 
 @st.fragment
-def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple) -> None:
+def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[Head, ...]) -> None:
     """Layer and head pickers (first showing the best-aligned head, if any), the picked head as one large
     clickable heatmap with its numbers in words, and the layer's head average."""
     rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
@@ -136,14 +137,18 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple) -> N
     chart_key = f"attention_big_{stem}"
     weights = amap.weights[layer, head]
     cell = shown_cell(view, len(rows), len(cols))
+    off = Head(amap.kind, layer, head) in knocked
     with st.container(horizontal=True, gap="large"):
         fig = decodes.figure((*source, "head", amap.kind, layer, head, cell), lambda: charts.attention_heatmap(
-            weights, rows, cols, charts.attention_title(amap.kind, layer, head), mask=amap.mask, clickable=True,
-            highlight=cell))
+            weights, rows, cols, charts.attention_title(amap.kind, layer, head, extra="knocked out" if off else ""),
+            mask=amap.mask, clickable=True, highlight=cell))
         display.show_figure(fig, stem, key=chart_key, on_select=lambda: select_cell(view, chart_key, len(cols)),
                             selection_mode="points", width="content")
         with st.container(width="stretch"):
             st.markdown(f"**Layer {layer + 1}, head {head + 1}.** " + _head_facts(amap.stats(), layer, head))
+            if off:
+                st.warning("This head is knocked out: it still computes these weights, but its output does not "
+                           "reach the rest of the model.", icon=":material/block:")
             if cell:
                 query, key = cell
                 weight = float(weights[query, key])
@@ -182,10 +187,14 @@ def grid_downloads(fig, stem: str, images: bool) -> None:
                        mime="text/html", key=f"grid_html_{stem}", on_click="ignore", icon=":material/code:")
 
 
-def all_heads(amap: AttentionMap, task_name: str, source: tuple) -> None:
+def all_heads(amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[Head, ...]) -> None:
     rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
     stem = f"{chart_filename(task_name, amap.kind)}_all-heads"
-    fig = decodes.figure((*source, "grid", amap.kind), lambda: charts.head_grid(amap.blanked(), rows, cols, amap.kind))
+    off = [f"L{h.layer + 1} H{h.head + 1}" for h in knocked if h.kind == amap.kind]
+    title = f"{charts.KIND_TITLES[amap.kind]} · all {amap.layers} layers × {amap.heads} heads" + (
+        f" · knocked out: {', '.join(off)}" if off else "")
+    fig = decodes.figure((*source, "grid", amap.kind),
+                         lambda: charts.head_grid(amap.blanked(), rows, cols, amap.kind, title=title))
     st.caption("Layers down, heads across: each tile is one head, with the rows and columns of the large "
                "heatmap above" + (" (masked cells left blank)" if amap.mask is not None else "") +
                ". Hover a cell to read its query, key and weight.")
@@ -254,9 +263,9 @@ def switch_kind(view: View, kind: str) -> None:
 
 
 @st.fragment
-def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple) -> None:
+def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple, knocked: tuple[Head, ...]) -> None:
     """The kind picker, then one head, all heads and the statistics of that kind; `source` (model key,
-    version, input) names the decode the charts are built from."""
+    version, input, heads knocked out and how) names the decode the charts are built from."""
     kind = view.widget("kind", st.segmented_control, "Attention kind", KINDS, format_func=KIND_NAMES.get,
                        required=True, from_widget=lambda new: switch_kind(view, new))
     amap = maps[kind]
@@ -268,11 +277,62 @@ def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple) -> N
                    "source token (averaged over the output positions): the head that learned the task. It is "
                    "picked below; the statistics at the end compare every head.", icon=":material/target:")
     st.subheader("One head", divider="gray")
-    one_head(view, amap, task.name, source)
+    one_head(view, amap, task.name, source, knocked)
     st.subheader(f"All heads: {amap.layers} layers × {amap.heads} heads", divider="gray")
-    all_heads(amap, task.name, source)
+    all_heads(amap, task.name, source, knocked)
     st.subheader("Per-head statistics", divider="gray")
     head_statistics(amap, task.name, source)
+    view.sync_url()
+
+
+# ---------------------------------------------------------------------------------------------- importance
+
+
+@st.fragment
+def head_importance(view: View, key: str, version: int, task_name: str) -> None:
+    """Each head knocked out alone on held-out inputs (what it costs in exact match), and heads removed one
+    after another, most important first; measured on a click (a few seconds), then kept for every session."""
+    mode = view.get("knock_mode")
+    st.markdown("Does the model *need* a head? Knock each one out alone and measure greedy exact match on "
+                f"fresh held-out inputs (its output replaced by {knockout.MODE_NAMES[mode]}, as chosen above). "
+                "A head that lights up neatly may still be redundant, and a blurry one essential.")
+    with st.container(horizontal=True, vertical_alignment="bottom"):
+        view.widget("samples", st.number_input, "Held-out inputs", min_value=20, max_value=2000, step=50,
+                    width=160)
+        measure = st.button("Measure head importance", icon=":material/science:", key="attention_measure")
+    samples = view.get("samples")
+    wanted = (key, version, samples, mode)
+    if measure:
+        with st.spinner(f"Knocking out every head on {samples} inputs…"):
+            decodes.importance(*wanted)
+        st.session_state["attention_importance"] = wanted
+    if st.session_state.get("attention_importance") != wanted:
+        st.caption("Press the button to measure (about a second per 100 inputs for a small model).")
+        view.sync_url()
+        return
+    result = decodes.importance(*wanted)
+    drops = {kind: np.zeros((max(h["layer"] for h in result["heads"] if h["kind"] == kind) + 1,
+                             max(h["head"] for h in result["heads"]) + 1), dtype=np.float32)
+             for kind in dict.fromkeys(h["kind"] for h in result["heads"])}
+    for row in result["heads"]:
+        drops[row["kind"]][row["layer"], row["head"]] = row["drop"]
+    stem = f"{task_name}_head-importance_{mode}"
+    title = (f"Exact match lost with each head knocked out alone · intact {result['baseline']:.1%} on "
+             f"{samples} held-out inputs")
+    fig = decodes.figure((key, version, "importance", samples, mode), lambda: charts.importance_heatmap(drops, title))
+    display.show_figure(fig, stem, key="attention_importance_map", width="content")
+    worst = max(result["heads"], key=lambda h: h["drop"])
+    name = knockout.head_name(Head(worst["kind"], worst["layer"], worst["head"]))
+    st.markdown(f"The most important single head is **{name}**: without it exact match falls from "
+                f"{result['baseline']:.1%} to {worst['exact_match']:.1%}.")
+    curve = decodes.figure((key, version, "removal", samples, mode), lambda: charts.removal_curve(
+        result["removal"], "Exact match as heads are removed, most important first"))
+    with st.container(horizontal=True, gap="large"):
+        display.show_figure(curve, f"{stem}_removal", key="attention_removal_curve", width="content")
+        table = pd.DataFrame([{"Kind": charts.KIND_TITLES[h["kind"]], "Layer": h["layer"] + 1, "Head": h["head"] + 1,
+                               "Exact match": h["exact_match"], "Drop": h["drop"]} for h in result["heads"]])
+        st.download_button("Numbers (CSV)", table.to_csv(index=False), file_name=f"{stem}.csv", mime="text/csv",
+                           key="attention_importance_csv", on_click="ignore", icon=":material/download:")
     view.sync_url()
 
 
@@ -290,15 +350,24 @@ def main() -> None:
         except (TokenizerError, DecodeError) as exc:
             view.refuse("input", f"{bundle.name} cannot decode it: {exc}")
     text = input_picker(view, bundle, help_text=INPUT_HELP)
+    knocked, mode = knockout.picked(view, bundle.model)
     try:
-        result, maps = decodes.greedy(key, version, text), decodes.maps(key, version, text)
+        result = decodes.greedy(key, version, text, knocked=knocked, mode=mode)
+        maps = decodes.maps(key, version, text, knocked, mode)
     except (TokenizerError, DecodeError) as exc:
         st.error(f"{literal(bundle.name)} cannot decode this input: {literal(str(exc))}. Type another one or pick an "
                  "example above.")
         finish(view, notes)
         return
-    show_outcome(bundle.task, text, result)
-    explore(view, maps, bundle.task, (key, version, text))
+    if knocked:
+        intact = decodes.greedy(key, version, text).output_text
+        knockout.compare(intact, result.output_text, bundle.task.answer(text), len(knocked))
+        warn_if_longer_than_trained(bundle.task, text)
+    else:
+        show_outcome(bundle.task, text, result)
+    explore(view, maps, bundle.task, (key, version, text, knocked, mode), knocked)
+    st.subheader("Head importance", divider="gray")
+    head_importance(view, key, version, bundle.task.name)
     finish(view, notes)
 
 

@@ -5,6 +5,7 @@ Conventions (docs/ARCHITECTURE.md, "Chart conventions"): queries on rows, keys o
 figure carries a title; rows run top to bottom in token order.
 """
 
+from .ablation import importance_heatmap, removal_curve
 from .architecture import architecture_diagram
 from .attention import (
     attention_heatmap, head_grid, mask_heatmap, padded_batch_heatmap, scores_heatmap, step_attention_rows,
@@ -16,7 +17,7 @@ from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, training_curves
 
 __all__ = [
     "KIND_COLORS", "KIND_TITLES", "TOPK_SCALES", "architecture_diagram", "attention_heatmap", "attention_title",
-    "embedding_sum", "head_grid", "head_stats_heatmap", "mask_heatmap", "padded_batch_heatmap",
-    "position_similarity", "positional_curves", "positional_matrix", "sampling_bars", "scores_heatmap",
-    "step_attention_rows", "token_labels", "topk_bar", "training_curves",
+    "embedding_sum", "head_grid", "head_stats_heatmap", "importance_heatmap", "mask_heatmap",
+    "padded_batch_heatmap", "position_similarity", "positional_curves", "positional_matrix", "removal_curve",
+    "sampling_bars", "scores_heatmap", "step_attention_rows", "token_labels", "topk_bar", "training_curves",
 ]

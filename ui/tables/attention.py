@@ -1,5 +1,6 @@
-"""The all-heads attention page's view: model, input, the attention kind shown, its layer and head, and the
-heatmap cell clicked (query, key)."""
+"""The all-heads attention page's view: model, input, the heads knocked out (shared with the decode page), the
+attention kind shown, its layer and head, the heatmap cell clicked (query, key), and the held-out inputs head
+importance is measured on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ui.state import Choice, Int, IntList, Prop, StateTable, register
-from ui.tables.shared import INPUT, MODEL
+from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, MODEL
 
 KINDS = ("cross", "encoder_self", "decoder_self")
 
@@ -27,10 +28,13 @@ class Picks(Prop):
 ATTENTION = register(StateTable("attention", (
     MODEL,
     INPUT,
+    KNOCKED,
+    KNOCK_MODE,
     Choice("kind", default="cross", options=KINDS),
     # 1-based, as the pickers label them; None: the best-aligned head (cross-attention), else layer 1 head 1
     Int("layer", default=None, lo=1, hi=64, depends_on=("model", "kind")),
     Int("head", default=None, lo=1, hi=64, depends_on=("model", "kind")),
     IntList("cell", length=2, hi=10_000, depends_on=("model", "input", "kind", "layer", "head")),  # 0-based
     Picks("picks", depends_on=("model",)),
+    Int("samples", default=300, lo=20, hi=2000),  # held-out inputs of the head-importance sweep
 )))

@@ -1,11 +1,13 @@
-"""View state every page shares: the active model and the input text (decode and attention pages)."""
+"""View state every page shares: the active model, the input text and the heads knocked out (decode and
+attention pages)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transformer.ablation import MODES, Head
 from ui import model_registry as registry
-from ui.state import LinkError, Prop, StateTable, Text, register
+from ui.state import Choice, LinkError, Prop, StateTable, Text, register
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,33 @@ class ModelProp(Prop):
         return isinstance(value, str) and value in registry.entries()
 
 
+@dataclass(frozen=True)
+class HeadSet(Prop):
+    """Attention heads, written `cross:L1H4,encoder_self:L2H1` (1-based, as the pages label them); whether
+    the model has them is the page's to judge."""
+
+    default: tuple = ()
+    max_items: int = 256
+
+    def parse(self, raw: str) -> tuple[Head, ...]:
+        items = [item for item in raw.split(",") if item]
+        if len(items) > self.max_items:
+            raise LinkError(f"it names {len(items)} heads; at most {self.max_items} are allowed")
+        try:
+            return tuple(sorted({Head.parse(item) for item in items}))
+        except ValueError as exc:
+            raise LinkError(str(exc)) from None
+
+    def format(self, value: tuple) -> str:
+        return ",".join(str(head) for head in value)
+
+    def admits(self, value) -> bool:
+        return isinstance(value, tuple) and all(isinstance(head, Head) for head in value)
+
+
 MODEL = ModelProp("model", default=registry.DEFAULT_MODEL, key=registry.ACTIVE)
 INPUT = Text("input", default=None, max_chars=200, depends_on=("model",), key="shared_input")
+KNOCKED = HeadSet("knocked", depends_on=("model",), key="shared_knocked")
+KNOCK_MODE = Choice("knock_mode", default="zero", options=MODES, key="shared_knock_mode")
 
 SHARED = register(StateTable("shared", (MODEL,)))
