@@ -10,7 +10,9 @@ from plotly_specs import array, specs
 from test_page_attention import INPUT_BOX, PAGE, VIEW, big_heatmap, shown_input
 from transformer import ablation as A
 from transformer.decoding import greedy_decode
+from transformer.sampling import output_logits
 from ui import decodes
+from ui import model_registry as registry
 
 pytestmark = needs_reverse
 KNOCKED, MODE = VIEW.widget_key("knocked"), VIEW.widget_key("knock_mode")
@@ -40,6 +42,8 @@ def test_knocked_out_heads_redecode_the_input_and_every_chart_shows_the_ablated_
     assert dict(at.query_params)["knocked"] == "cross:L1H4,encoder_self:L1H3"
     grid = [s for s in specs(at) if "all 2 layers" in s["layout"]["title"]["text"]]
     assert grid and grid[0]["layout"]["title"]["text"].endswith("knocked out: L1 H4")
+    shared = registry.bundle_for("shipped:reverse").model  # every session's model: never hooked
+    assert not any(m._forward_pre_hooks for m in shared.modules())
 
 
 def test_a_knocked_out_head_is_marked_and_its_weights_still_shown(app, bundle):
@@ -79,3 +83,33 @@ def test_head_importance_is_the_library_sweep_on_the_same_inputs(app, bundle):
     np.testing.assert_allclose(array(curve["data"][0]["y"]), [r["exact_match"] for r in expected["removal"]])
     at.run()  # the measurement stays on the page on the next run
     assert any(s["layout"]["title"]["text"].startswith("Exact match lost") for s in specs(at))
+
+
+DECODE = "pages/explore/decode.py"
+
+
+def test_the_decode_page_steps_through_the_ablated_model_and_shares_the_knockout(app, bundle):
+    text = next(s for s, _ in bundle.task.pairs(50, 3, "heldout")
+                if ablated_decode(bundle, s, HEADS).output_text != greedy_decode(bundle.model, bundle.tokenizer, s)
+                .output_text)
+    at = app(PAGE)
+    at.text_input(key=INPUT_BOX).set_value(text).run()
+    at.multiselect(key=KNOCKED).set_value(list(HEADS)).run()
+    at.switch_page(DECODE).run()  # the knockout is shared, like the input
+    assert not at.exception and at.multiselect(key=KNOCKED).value == list(HEADS)
+    knocked = ablated_decode(bundle, text, HEADS)
+    assert f"knocked out:** `{knocked.output_text}`" in " ".join(m.value for m in at.markdown)
+    t = at.slider(key="decode_step_widget").value - 1
+    top = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Next-token probabilities"))
+    np.testing.assert_allclose(array(top["data"][0]["x"]), [c.prob for c in knocked.steps[t].topk], atol=1e-6)
+    cross = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Cross-attention"))
+    layers, heads, keys = knocked.steps[t].cross_attention.shape
+    np.testing.assert_allclose(array(cross["data"][0]["z"]),
+                               knocked.steps[t].cross_attention.reshape(layers * heads, keys).numpy(), atol=1e-6)
+    at.segmented_control(key="decode_scale_widget").set_value("logit").run()
+    with A.ablated(bundle.model, HEADS):
+        wanted = output_logits(bundle.model, bundle.tokenizer, text, knocked.output_ids)[t, [c.id for c in
+                                                                                            knocked.steps[t].topk]]
+    top = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Next-token logits"))
+    np.testing.assert_allclose(array(top["data"][0]["x"]), wanted.numpy(), rtol=1e-5, atol=1e-5)
+    assert dict(at.query_params)["knocked"] == "cross:L1H4,encoder_self:L1H3"

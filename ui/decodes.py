@@ -26,6 +26,7 @@ from plotly.basedatatypes import BaseFigure
 from transformer import ablation
 from transformer.attention_maps import AttentionMap, attention_maps
 from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
+from transformer.sampling import output_logits
 
 from . import model_registry as registry
 
@@ -80,7 +81,7 @@ def memo(kind: str, compute, *args):
 
 
 @contextmanager
-def _model(key: str, version: int, knocked: tuple, mode: str):
+def model_for(key: str, version: int, knocked: tuple = (), mode: str = "zero"):
     """The model to run: the shared one, or with heads `knocked` out a private copy (hooks on the shared
     model would reach every session's decodes)."""
     model = registry.bundle_for(key).model
@@ -100,7 +101,7 @@ def _head_means(key: str, version: int) -> dict:
 def _greedy(key: str, version: int, text: str, forced: tuple, positions: bool, knocked: tuple,
             mode: str) -> DecodeResult:
     tokenizer = registry.bundle_for(key).tokenizer
-    with _model(key, version, knocked, mode) as model:
+    with model_for(key, version, knocked, mode) as model:
         return greedy_decode(model, tokenizer, text, k=TOPK, force=dict(forced), positions=positions)
 
 
@@ -112,13 +113,26 @@ def greedy(key: str, version: int, text: str, forced: tuple[tuple[int, int], ...
         return memo("greedy", _greedy, key, version, text, forced, positions, knocked, mode)
 
 
-def _beam(key: str, version: int, text: str, width: int) -> BeamResult:
-    bundle = registry.bundle_for(key)
-    return beam_search(bundle.model, bundle.tokenizer, text, beam=width)
+def _beam(key: str, version: int, text: str, width: int, knocked: tuple, mode: str) -> BeamResult:
+    tokenizer = registry.bundle_for(key).tokenizer
+    with model_for(key, version, knocked, mode) as model:
+        return beam_search(model, tokenizer, text, beam=width)
 
 
-def beam(key: str, version: int, text: str, width: int) -> BeamResult:
-    return memo("beam", _beam, key, version, text, width)
+def beam(key: str, version: int, text: str, width: int, knocked: tuple = (), mode: str = "zero") -> BeamResult:
+    return memo("beam", _beam, key, version, text, width, knocked, mode)
+
+
+def _logits(key: str, version: int, text: str, output_ids: tuple, knocked: tuple, mode: str) -> torch.Tensor:
+    tokenizer = registry.bundle_for(key).tokenizer
+    with model_for(key, version, knocked, mode) as model:
+        return output_logits(model, tokenizer, text, list(output_ids))
+
+
+def logits(key: str, version: int, text: str, output_ids: tuple, knocked: tuple = (), mode: str = "zero"
+           ) -> torch.Tensor:
+    """The raw logits at every step of a decode that wrote `output_ids` (sampling.output_logits)."""
+    return memo("logits", _logits, key, version, text, output_ids, knocked, mode)
 
 
 def _maps(key: str, version: int, text: str, knocked: tuple, mode: str) -> dict[str, AttentionMap]:

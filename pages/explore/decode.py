@@ -10,7 +10,7 @@ from typing import NamedTuple
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import decodes
+from ui import decodes, knockout
 from ui.animations import decode_animation
 from ui import model_registry as registry
 from ui.display import csv_download, show_figure
@@ -22,7 +22,7 @@ from transformer.charts import TOPK_SCALES, attention_title, sampling_bars, step
 from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename
-from transformer.sampling import SampleResult, SampleSettings, output_logits, samples
+from transformer.sampling import SampleResult, SampleSettings, samples
 from transformer.special_tokens import BOS, PAD, UNK
 from transformer.tasks import TaskError
 from transformer.tokenizers import TokenizerError
@@ -198,22 +198,24 @@ SCALE_NOTES = {
 }
 
 
-def topk_values(bundle, text: str, result: DecodeResult, t: int, scale: str) -> list[float]:
-    """The values of step t's top-k candidates on `scale`, as the model computed them."""
+def topk_values(source: tuple, result: DecodeResult, t: int, scale: str) -> list[float]:
+    """The values of step t's top-k candidates on `scale`, as the model computed them (`source`: model key,
+    version, input, heads knocked out and how)."""
     step = result.steps[t]
     ids = [c.id for c in step.topk]
     if scale == "probability":
         return [c.prob for c in step.topk]
     if scale == "log-probability":
         return step.log_probs[ids].tolist()
-    return output_logits(bundle.model, bundle.tokenizer, text, result.output_ids)[t, ids].tolist()
+    key, version, text, knocked, mode = source
+    return decodes.logits(key, version, text, tuple(result.output_ids), knocked, mode)[t, ids].tolist()
 
 
-def step_charts(view: View, bundle, text: str, result: DecodeResult, t: int) -> None:
+def step_charts(view: View, bundle, source: tuple, result: DecodeResult, t: int) -> None:
     """This step's top-k next-token bar on the chosen scale, the chosen token highlighted."""
     step, task = result.steps[t], bundle.task.name
     scale = view.widget("scale", st.segmented_control, "Show", tuple(TOPK_SCALES), required=True)
-    fig = topk_bar([c.piece for c in step.topk], topk_values(bundle, text, result, t, scale), chosen=step.piece,
+    fig = topk_bar([c.piece for c in step.topk], topk_values(source, result, t, scale), chosen=step.piece,
                    title=f"Next-token {SCALE_TITLES[scale]} · step {t + 1}", scale=scale)
     show_figure(fig, chart_filename(task, "topk", step=t), key="decode_chart_topk")
     if SCALE_NOTES[scale]:
@@ -268,10 +270,13 @@ def current_step(view: View, n_steps: int) -> int:
 
 
 @st.fragment
-def stepper(view: View, key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
-    """Everything that changes with the step or a forced token; a click reruns only this part."""
+def stepper(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
+    """Everything that changes with the step or a forced token; a click reruns only this part. `source`:
+    model key, version, input, heads knocked out and how."""
+    key, version, text, knocked, mode = source
     forced = checked_forcing(view, bundle.tokenizer)
-    result = decodes.greedy(key, version, text, tuple(sorted(forced.items()))) if forced else greedy
+    result = decodes.greedy(key, version, text, tuple(sorted(forced.items())), knocked=knocked, mode=mode) \
+        if forced else greedy
     if any(s >= len(result.steps) for s in forced):
         view.refuse("force", f"this decode has only {len(result.steps)} step(s)")
         result = greedy
@@ -281,7 +286,7 @@ def stepper(view: View, key: str, version: int, text: str, bundle, greedy: Decod
     choice_line(result, t)
     left, right = st.columns([2, 3], gap="large")
     with left:
-        step_charts(view, bundle, text, result, t)
+        step_charts(view, bundle, source, result, t)
     with right:
         force_panel(view, bundle.tokenizer, result, t)
         outcome(view, result, greedy, *expected(bundle.task, text))
@@ -294,13 +299,14 @@ def stepper(view: View, key: str, version: int, text: str, bundle, greedy: Decod
 
 
 @st.fragment
-def beam_panel(view: View, key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
+def beam_panel(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
+    key, version, text, knocked, mode = source
     st.subheader("Greedy or beam search?")
     st.markdown("Greedy keeps only the single best token at each step. Beam search keeps the *k* best partial "
                 "outputs and returns the finished one with the highest total log-probability "
                 r"$\sum_t \log P(y_t \mid y_{<t}, x)$.")
     width = view.widget("beam", st.segmented_control, "Beam width", BEAM_WIDTHS, required=True)
-    beam = decodes.beam(key, version, text, width)
+    beam = decodes.beam(key, version, text, width, knocked, mode)
     answer, _ = expected(bundle.task, text)
     left, right = st.columns(2)
     for column, name, output, score in ((left, "Greedy", greedy.output_text, greedy.score),
@@ -369,17 +375,20 @@ def sampling_chart(bundle, drawn: SampleResult, t: int, shown: int = 8) -> None:
                f"sums to 1, so these bars hold {pct(float(step.filtered[ids].sum()))} of the filtered mass.")
 
 
-def drawn_samples(key: str, version: int, text: str, bundle, settings: SampleSettings) -> list[SampleResult]:
-    """The seeded samples, kept for this session's last model, input and settings (a step click reuses them)."""
-    name = (key, version, text, settings)
+def drawn_samples(source: tuple, bundle, settings: SampleSettings) -> list[SampleResult]:
+    """The seeded samples, kept for this session's last model, input, knockout and settings (a step click
+    reuses them)."""
+    name = (*source, settings)
     kept = st.session_state.get(SAMPLES_KEY)
     if kept is None or kept[0] != name:
-        kept = st.session_state[SAMPLES_KEY] = (name, samples(bundle.model, bundle.tokenizer, text, settings, SAMPLES))
+        with decodes.model_for(*source[:2], *source[3:]) as model:
+            drawn = samples(model, bundle.tokenizer, source[2], settings, SAMPLES)
+        kept = st.session_state[SAMPLES_KEY] = (name, drawn)
     return kept[1]
 
 
 @st.fragment
-def sampling_panel(view: View, key: str, version: int, text: str, bundle, greedy: DecodeResult) -> None:
+def sampling_panel(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
     """Temperature / top-k / top-p sampling: a few seeded samples beside greedy, and one step's distributions."""
     st.subheader("Sampling instead of greedy")
     st.markdown("Chatbots rarely take the single most likely token: they **sample** it. The logits are divided "
@@ -390,12 +399,12 @@ def sampling_panel(view: View, key: str, version: int, text: str, bundle, greedy
     values = view.values()
     try:
         settings = SampleSettings(values["temperature"], values["top_k"], values["top_p"], values["seed"])
-        drawn = drawn_samples(key, version, text, bundle, settings)
+        drawn = drawn_samples(source, bundle, settings)
     except (DecodeError, TokenizerError) as exc:
         st.error(f"Cannot sample with these settings: {literal(str(exc))}.", icon=":material/error:")
         view.sync_url()
         return
-    answer, _ = expected(bundle.task, text)
+    answer, _ = expected(bundle.task, source[2])
     columns = st.columns(SAMPLES + 1)
     outputs = [("Greedy", greedy.output_text)] + [(f"Sample · seed {d.settings.seed}", d.output_text) for d in drawn]
     for column, (name, output) in zip(columns, outputs):
@@ -414,8 +423,9 @@ def main() -> None:
     text = input_picker(view, bundle, help_text=f"{bundle.task.description} The model reads at most "
                                            f"{bundle.config.max_len - 1} tokens.")
     version = registry.version(key)
+    knocked, mode = knockout.picked(view, bundle.model)
     try:
-        greedy = decodes.greedy(key, version, text)
+        greedy = decodes.greedy(key, version, text, knocked=knocked, mode=mode)
     except (TokenizerError, DecodeError) as exc:
         if view.from_link("input"):  # a link's input the model cannot read: its first example instead
             view.refuse("input", str(exc))
@@ -425,11 +435,15 @@ def main() -> None:
         finish(view, notes)
         return
     warn_if_longer_than_trained(bundle.task, text)
-    stepper(view, key, version, text, bundle, greedy)
+    if knocked:
+        intact = decodes.greedy(key, version, text).output_text
+        knockout.compare(intact, greedy.output_text, expected(bundle.task, text)[0], len(knocked))
+    source = (key, version, text, knocked, mode)
+    stepper(view, source, bundle, greedy)
     st.divider()
-    beam_panel(view, key, version, text, bundle, greedy)
+    beam_panel(view, source, bundle, greedy)
     st.divider()
-    sampling_panel(view, key, version, text, bundle, greedy)
+    sampling_panel(view, source, bundle, greedy)
     finish(view, notes)
 
 

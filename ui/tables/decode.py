@@ -1,9 +1,9 @@
-"""The step-by-step decoding page's view: model, input, step, forced tokens, beam width, the top-k chart's scale
-and the sampling settings."""
+"""The step-by-step decoding page's view: model, input, the heads knocked out (shared with the all-heads page),
+step, forced tokens, beam width, the top-k chart's scale and the sampling settings."""
 
 from transformer.charts import TOPK_SCALES
 from ui.state import Choice, Float, Int, IntMap, StateTable, register
-from ui.tables.shared import INPUT, MODEL
+from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, MODEL
 
 BEAM_WIDTHS = (2, 3, 4, 6, 8)
 SAMPLES = 3  # seeded samples shown beside greedy (seeds: seed, seed + 1, ...)
@@ -11,6 +11,8 @@ SAMPLES = 3  # seeded samples shown beside greedy (seeds: seed, seed + 1, ...)
 DECODE = register(StateTable("decode", (
     MODEL,
     INPUT,
+    KNOCKED,
+    KNOCK_MODE,
     Int("step", default=None, lo=1, hi=10_000, depends_on=("model", "input")),  # 1-based; None: the middle
     IntMap("force", depends_on=("model", "input")),  # (1-based step, token id) pairs, in step order
     Choice("beam", default=4, options=BEAM_WIDTHS),
