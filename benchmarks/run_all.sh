@@ -14,9 +14,10 @@ declare -A run=(
   [chart_speed]="benchmarks/chart_speed.py"
   [grid_paint]="benchmarks/grid_paint.py"
   [app_train]="benchmarks/app_train.py"
+  [ablation_sweep]="benchmarks/ablation_sweep.py"
 )
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(train_reverse train_reverse_job throughput threads decode_speed step_click chart_speed grid_paint app_train)
+[ ${#names[@]} -gt 0 ] || names=(train_reverse train_reverse_job throughput threads decode_speed step_click chart_speed grid_paint app_train ablation_sweep)
 for name in "${names[@]}"; do
   [ -n "${run[$name]:-}" ] || { echo "error: no benchmark '$name'" >&2; exit 2; }
   echo "== $name" >&2
