@@ -42,9 +42,12 @@ def attend(
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with separate query, key, value and output projections."""
+    """Multi-head attention with separate query, key, value and output projections.
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float):
+    qk_norm: each head's queries and keys pass an RMSNorm (a learned scale per head dimension, shared by the
+    heads) before attention, so both paths, and the trace's scores, see the normalised q and k."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float, qk_norm: bool = False):
         super().__init__()
         self.n_heads = n_heads
         self.dropout = dropout
@@ -52,14 +55,18 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.q_norm = nn.RMSNorm(d_model // n_heads) if qk_norm else None
+        self.k_norm = nn.RMSNorm(d_model // n_heads) if qk_norm else None
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, d_model = x.shape
         return x.view(batch, length, self.n_heads, d_model // self.n_heads).transpose(1, 2)
 
     def keys_values(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Project the attended-to sequence once: (batch, heads, keys, d_head) each (cacheable)."""
-        return self._split(self.k_proj(source)), self._split(self.v_proj(source))
+        """Project the attended-to sequence once: (batch, heads, keys, d_head) each (cacheable; keys normalised
+        already under qk_norm)."""
+        k = self._split(self.k_proj(source))
+        return k if self.k_norm is None else self.k_norm(k), self._split(self.v_proj(source))
 
     def forward(
         self,
@@ -71,6 +78,7 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor:
         k, v = keys_values
         p = self.dropout if self.training else 0.0
-        out = attend(self._split(self.q_proj(query)), k, v, mask, p, trace, site)
+        q = self._split(self.q_proj(query))
+        out = attend(q if self.q_norm is None else self.q_norm(q), k, v, mask, p, trace, site)
         batch, heads, length, d_head = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, heads * d_head))

@@ -126,7 +126,7 @@ def _size(n: float) -> str:
 def parameter_count(config: ModelConfig) -> int:
     """Exactly `EncoderDecoder(config).num_parameters()`, by arithmetic."""
     d, f = config.d_model, config.d_ff
-    attention = 4 * (d * d + d)
+    attention = 4 * (d * d + d) + (2 * config.d_head if config.qk_norm else 0)
     feed_forward = d * f + f + f * d + d
     norm = 2 * d
     encoder_layer = attention + feed_forward + 2 * norm

@@ -56,9 +56,12 @@ class ModelConfig:
     norm: str = "pre"
     positional: str = "sinusoidal"
     max_len: int = 64
+    qk_norm: bool = False  # RMS-normalise each head's queries and keys (learned scale) before their dot product
 
     def __post_init__(self) -> None:
         check_bounds(self, BOUNDS)
+        if not isinstance(self.qk_norm, bool):
+            raise ConfigError(f"qk_norm must be true or false, got {self.qk_norm!r}")
         if self.norm not in NORMS:
             raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.positional not in POSITIONALS:

@@ -55,7 +55,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, index: int):
         super().__init__()
         self.index = index
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm)
         self.feed_forward = FeedForward(config)
         self.residuals = nn.ModuleList([Residual(config), Residual(config)])
 
@@ -97,8 +97,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, index: int):
         super().__init__()
         self.index = index
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm)
         self.feed_forward = FeedForward(config)
         self.residuals = nn.ModuleList([Residual(config) for _ in range(3)])
 

@@ -30,7 +30,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "n_enc_layers": 1, "n_dec_layers": 1, "d_model": 64, "n_heads": 4, "d_ff": 128, "dropout": 0.0,
 }
 DERIVED_MODEL_KEYS = ("src_vocab", "tgt_vocab", "max_len")  # come from the task and tokenizer
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+OPTIMIZERS = ("adam", "adamw", "muon")  # muon: torch.optim.Muon for the hidden matrices, Adam for the rest
+ADAM = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 EVAL_SEED = 20_240_601  # the fixed held-out set a Trainer scores itself on
 FINAL_LR_FRACTION = 0.02  # the learning rate ends at this fraction of `lr` (and stays there past `steps`)
 
@@ -43,6 +44,7 @@ TRAIN_BOUNDS: dict[str, tuple[float, float]] = {
     "weight_decay": (0.0, 1.0),
     "label_smoothing": (0.0, 0.5),
     "clip": (0.0, 1000.0),
+    "muon_lr": (1e-7, 1.0),
     "seed": (0, 2**31 - 1),
     "eval_every": (1, 100_000),
     "eval_samples": (1, 10_000),
@@ -55,7 +57,9 @@ class TrainConfig:
     """How to train: plain JSON-able values. Defaults are tuned for `reverse` (benchmarks/train_reverse.py).
 
     clip = 0 turns gradient clipping off. The learning rate rises linearly over `warmup` steps, then
-    falls linearly to 2% of `lr` at `steps`. Evaluation runs every `eval_every` steps on `eval_samples` held-out pairs;
+    falls linearly to 2% of `lr` at `steps`. optimizer "muon": torch.optim.Muon (peak rate `muon_lr`, same
+    schedule) for the 2-D weight matrices inside the encoder and decoder layers, Adam (`lr`) for the embeddings,
+    the generator, biases and norms. Evaluation runs every `eval_every` steps on `eval_samples` held-out pairs;
     a result at or above a target is confirmed on `confirm_samples` pairs before training stops.
     device: "auto" (CUDA when available, else the CPU), "cpu" or "cuda" (transformer.devices); settings saved
     before it existed load as "auto".
@@ -68,6 +72,7 @@ class TrainConfig:
     lr: float = 7e-3
     warmup: int = 100
     optimizer: str = "adam"
+    muon_lr: float = 0.02
     weight_decay: float = 0.0
     label_smoothing: float = 0.0
     clip: float = 1.0
@@ -112,6 +117,27 @@ def warmup_linear_decay(warmup: int, steps: int, floor: float = FINAL_LR_FRACTIO
     return factor
 
 
+def muon_parameters(model: EncoderDecoder) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(the 2-D weight matrices of the encoder and decoder layers, every other parameter): Muon orthogonalises
+    hidden matrices only; embeddings, the generator, biases and norms stay with Adam."""
+    hidden = {id(p) for stack in (model.encoder, model.decoder) for p in stack.layers.parameters() if p.dim() == 2}
+    params = list(model.parameters())
+    return [p for p in params if id(p) in hidden], [p for p in params if id(p) not in hidden]
+
+
+def make_optimizers(model: EncoderDecoder, train: TrainConfig) -> list[torch.optim.Optimizer]:
+    """The optimizers `train.optimizer` names: one Adam / AdamW, or Muon for the hidden matrices plus Adam."""
+    adam = ADAM.get(train.optimizer, torch.optim.Adam)
+    matrices, rest = muon_parameters(model) if train.optimizer == "muon" else ([], list(model.parameters()))
+    optimizers = [adam(
+        rest, lr=train.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=train.weight_decay,
+        fused=True,  # one kernel for all parameters: the per-tensor loop cost ~2 ms of a ~20 ms step
+    )]
+    if matrices:
+        optimizers.append(torch.optim.Muon(matrices, lr=train.muon_lr, weight_decay=train.weight_decay))
+    return optimizers
+
+
 class Trainer:
     """A task, its tokenizer, a model and an optimiser, advanced one `step()` at a time."""
 
@@ -135,12 +161,10 @@ class Trainer:
         self.device = resolve_device(train.device)
         self.model.to(self.device)
         self.batches = torch.Generator().manual_seed(train.seed)
-        self.optimizer = OPTIMIZERS[train.optimizer](
-            self.model.parameters(), lr=train.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=train.weight_decay,
-            fused=True,  # one kernel for all parameters: the per-tensor loop cost ~2 ms of a ~20 ms step
-        )
+        self.optimizers = make_optimizers(self.model, train)
+        self.optimizer = self.optimizers[0]  # Adam / AdamW: every parameter, or with muon the non-matrices
         schedule = warmup_linear_decay(train.warmup, train.steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
+        self.schedulers = [torch.optim.lr_scheduler.LambdaLR(o, schedule) for o in self.optimizers]
         self.loss_fn = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=train.label_smoothing)
         self.step_count = 0
         self.elapsed = 0.0  # seconds spent in step() and evaluate()
@@ -160,12 +184,14 @@ class Trainer:
             logits = teacher_forced_logits(self.model, src, tgt)  # logits: CrossEntropyLoss applies log-softmax
             self._rng_state = torch.get_rng_state()
         loss = self.loss_fn(logits.flatten(0, 1), tgt[:, 1:].flatten())
-        self.optimizer.zero_grad(set_to_none=True)
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.clip > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
-        self.optimizer.step()
-        self.scheduler.step()
+        for optimizer, scheduler in zip(self.optimizers, self.schedulers):
+            optimizer.step()
+            scheduler.step()
         self.step_count += 1
         self.last_loss = float(loss.detach())
         self.elapsed += time.perf_counter() - start

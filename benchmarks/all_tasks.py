@@ -1,0 +1,83 @@
+"""Every task trained from its preset (transformer.presets) to its bar, one JSON line per task.
+
+The clock starts before the Trainer is built (imports excluded) and stops when the run ends: a held-out
+greedy exact match at the preset's bar confirmed on 1,000 held-out inputs, or the preset's steps run out.
+Runs go through a TrainingJob (the library's background-thread run, as in train_reverse.py --mode job) on
+one torch thread; every evaluation is on the clock. Afterwards (not timed) the model is scored on 1,000 fresh
+held-out inputs of another seed. steps_per_s is steps over the whole wall time, evaluation included.
+With --peer each task is also trained from the library defaults (the CLI's defaults before presets) with the
+same step budget, in the same run, for comparison. Other processes slow every figure; load_avg is reported.
+
+    python benchmarks/all_tasks.py [--tasks reverse,addition] [--seed 0] [--peer]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once per process): kept off the clock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from transformer.evaluation import evaluate_bundle  # noqa: E402
+from transformer.job import TrainingJob  # noqa: E402
+from transformer.presets import PRESETS, Preset  # noqa: E402
+from transformer.training import TrainConfig, Trainer  # noqa: E402
+
+CONFIRM_SAMPLES = 1000
+
+
+def train_to_bar(train: TrainConfig, model: dict, target: float) -> dict:
+    """Wall time of one run through a TrainingJob to `target`, and what it reached."""
+    start = time.perf_counter()
+    job = TrainingJob(Trainer(train, model), target_exact_match=target)
+    job.start()
+    while not job.join(timeout=0.5):
+        job.heartbeat()  # as the page's poll does
+    seconds = time.perf_counter() - start
+    if job.snapshot().error:
+        raise RuntimeError(job.snapshot().error)
+    trainer = job.trainer
+    last = trainer.history[-1]
+    reached = last["exact_match"] >= target and last["samples"] >= CONFIRM_SAMPLES
+    fresh = evaluate_bundle(trainer.bundle(), samples=CONFIRM_SAMPLES, seed=1000 + train.seed)
+    return {
+        "seconds_to_bar": round(seconds, 2) if reached else None, "seconds": round(seconds, 2), "reached": reached,
+        "steps": trainer.step_count, "exact_match": last["exact_match"], "samples": last["samples"],
+        "exact_match_fresh_1000": fresh["exact_match"], "steps_per_s": round(trainer.step_count / seconds, 1),
+        "parameters": trainer.model.num_parameters(),
+    }
+
+
+def run(chosen: Preset, seed: int, peer: bool) -> dict:
+    train = chosen.train_config(seed=seed, confirm_samples=CONFIRM_SAMPLES)
+    result = {"task": chosen.task, "target": chosen.target,
+              **train_to_bar(train, chosen.model_overrides(), chosen.target),
+              "preset": {"model": chosen.model, "train": chosen.train}}
+    if peer:
+        defaults = TrainConfig(task=chosen.task, seed=seed, steps=train.steps, confirm_samples=CONFIRM_SAMPLES)
+        result["peer_library_defaults"] = train_to_bar(defaults, {}, chosen.target)
+    return result | {"load_avg_after": [round(x, 2) for x in os.getloadavg()]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default=",".join(PRESETS), help="comma-separated task names")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--peer", action="store_true", help="also train the library defaults, same steps")
+    args = parser.parse_args()
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in PRESETS]
+    if unknown:
+        parser.error(f"unknown task(s): {', '.join(unknown)}")
+    for task in tasks:
+        print(json.dumps(run(PRESETS[task], args.seed, args.peer)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Per-task presets exist and validate; the CLI takes a task's preset only when no shape or recipe flag is
+given; the new flags (--qk-norm, --optimizer muon, --muon-lr) reach the run and bad values exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer.budget import run_estimate
+from transformer.cli import build_parser, main, train_settings
+from transformer.presets import PRESETS, preset
+from transformer.tasks import TASKS
+from transformer.training import MODEL_DEFAULTS
+
+
+def test_every_task_has_a_preset_that_validates():
+    assert set(PRESETS) == set(TASKS)
+    for task, chosen in PRESETS.items():
+        config = chosen.train_config()
+        assert config.task == task
+        assert chosen.target == (0.95 if task in ("dates", "numbers") else 0.99)
+        assert set(chosen.model) <= set(MODEL_DEFAULTS) | {"norm", "positional", "qk_norm"}
+        run_estimate(config, chosen.model_overrides()).check()  # a shape the budget allows
+        trainer = chosen.trainer(steps=1)
+        trainer.step()
+        assert trainer.model.config.qk_norm == chosen.model_overrides().get("qk_norm", False)
+
+
+def test_unknown_task_has_no_preset():
+    with pytest.raises(ValueError, match="no preset"):
+        preset("chess")
+
+
+def settings(*flags: str):
+    return train_settings(build_parser().parse_args(["train", "--out", "x.safetensors", *flags]))
+
+
+def test_cli_uses_the_preset_without_shape_or_recipe_flags():
+    chosen = PRESETS["addition"]
+    train, model, used = settings("--task", "addition", "--steps", "7", "--eval-every", "5")
+    assert used == "addition" and model == chosen.model
+    assert train == {**chosen.train, "task": "addition", "task_params": {}, "seed": 0, "steps": 7, "eval_every": 5}
+
+
+@pytest.mark.parametrize("flags, model, recipe", [
+    (["--d-model", "32"], {"d_model": 32}, {}),
+    (["--lr", "0.001"], {}, {"lr": 0.001}),
+    (["--optimizer", "adam"], {}, {"optimizer": "adam"}),
+    (["--qk-norm", "off"], {"qk_norm": False}, {}),
+])
+def test_a_shape_or_recipe_flag_replaces_the_preset(flags, model, recipe):
+    """Only the flags given, on the library defaults: nothing of the preset's shape or recipe."""
+    assert settings("--task", "addition", *flags) == (
+        {"task": "addition", "task_params": {}, "seed": 0, **recipe}, model, None)
+
+
+def test_new_flags_reach_the_configs():
+    train, model, _ = settings("--task", "copy", "--qk-norm", "on", "--optimizer", "muon", "--muon-lr", "0.05")
+    assert model == {"qk_norm": True} and (train["optimizer"], train["muon_lr"]) == ("muon", 0.05)
+
+
+@pytest.mark.parametrize("flags", [["--qk-norm", "maybe"], ["--optimizer", "sgd"], ["--muon-lr", "-1"],
+                                   ["--muon-lr", "nan"], ["--muon-lr", "fast"]])
+def test_bad_values_exit_2_with_one_line(flags, tmp_path, capsys):
+    out = tmp_path / "x.safetensors"
+    try:
+        code = main(["train", "--task", "copy", *flags, "--out", str(out)])
+    except SystemExit as exit_info:  # argparse's usage errors
+        code = exit_info.code
+    assert code == 2 and not out.exists()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
