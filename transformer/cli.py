@@ -2,6 +2,7 @@
 
     train  --task NAME [--task-param k=v ...] [--steps N] [--max-seconds S] [--target-accuracy A]
            [--seed K] [model and training options, --device auto|cpu|cuda among them] --out PATH [--name NAME]
+           (no model shape or recipe flag: the task's preset from transformer.presets; --steps may still be set)
     eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda]
     decode --checkpoint PATH --input TEXT [--json] [--beam K] [--topk K]
            [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]
@@ -39,6 +40,7 @@ from .devices import DEVICES, resolve_device
 from .sampling import SampleSettings, sample
 from .evaluation import evaluate_bundle
 from .job import TrainingJob
+from .presets import PRESETS
 from .tasks import TASKS
 from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer
 
@@ -57,12 +59,14 @@ MODEL_OPTIONS = {
     "--dropout": ("dropout", float, "dropout probability"),
     "--norm": ("norm", str, f"residual norm placement: {', '.join(NORMS)}"),
     "--positional": ("positional", str, f"positional encoding: {', '.join(POSITIONALS)}"),
+    "--qk-norm": ("qk_norm", "on_off", "RMS-normalise each head's queries and keys: on or off"),
 }
 TRAIN_OPTIONS = {
     "--lr": ("lr", float, "peak learning rate"),
     "--warmup": ("warmup", int, "warmup steps"),
     "--batch-size": ("batch_size", int, "sequences per step"),
-    "--optimizer": ("optimizer", str, f"one of {', '.join(OPTIMIZERS)}"),
+    "--optimizer": ("optimizer", str, f"one of {', '.join(OPTIMIZERS)} (muon: Muon for the layer matrices + Adam)"),
+    "--muon-lr": ("muon_lr", float, "peak learning rate of Muon's matrices (--optimizer muon)"),
     "--weight-decay": ("weight_decay", float, "weight decay"),
     "--label-smoothing": ("label_smoothing", float, "label smoothing"),
     "--clip": ("clip", float, "gradient-norm clip (0: off)"),
@@ -108,9 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("model", MODEL_OPTIONS, "model_", model_defaults),
         ("training", TRAIN_OPTIONS, "train_", TrainConfig().to_dict()),
     ):
-        group = train.add_argument_group(f"{title} options")
+        group = train.add_argument_group(f"{title} options", "without any model or recipe option: the task's "
+                                         "preset (transformer.presets) instead of the defaults shown")
         for flag, (field, kind, help_text) in options.items():
-            group.add_argument(flag, dest=prefix + field, type=kind, metavar=field.upper(),
+            group.add_argument(flag, dest=prefix + field, type=_on_off if kind == "on_off" else kind,
+                               metavar=field.upper(),
                                help=f"{help_text} (default {defaults[field]})")
     train.set_defaults(run=run_train)
 
@@ -228,6 +234,29 @@ def _options(args: argparse.Namespace, prefix: str) -> dict:
     return {name[len(prefix):]: v for name, v in vars(args).items() if name.startswith(prefix) and v is not None}
 
 
+def _on_off(text: str) -> bool:
+    """on/true/1 -> True, off/false/0 -> False (a usage error otherwise)."""
+    words = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+    if text.lower() not in words:
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return words[text.lower()]
+
+
+NOT_RECIPE = {"eval_every", "eval_samples", "confirm_samples", "device"}  # these flags keep the preset
+
+
+def train_settings(args: argparse.Namespace) -> tuple[dict, dict, str | None]:
+    """(TrainConfig settings, model overrides, the preset's task or None): the task's preset when no model
+    shape or recipe flag is given, else the library defaults with the flags."""
+    model, recipe = _options(args, "model_"), _options(args, "train_")
+    chosen = PRESETS.get(args.task) if not model and not set(recipe) - NOT_RECIPE else None
+    settings = {**(chosen.train if chosen else {}), "task": args.task,
+                "task_params": parse_task_params(args.task_param), "seed": args.seed, **recipe}
+    if args.steps is not None:
+        settings["steps"] = args.steps
+    return settings, (dict(chosen.model) if chosen else model), chosen and chosen.task
+
+
 def _check_limits(args: argparse.Namespace) -> None:
     """Refuse, before any training, what would only fail at the end or never stop sensibly."""
     check_out(args.out, args.force)
@@ -282,12 +311,9 @@ def _progress(snap) -> str:
 
 def run_train(args: argparse.Namespace) -> int:
     _check_limits(args)
-    settings = {"task": args.task, "task_params": parse_task_params(args.task_param), "seed": args.seed,
-                **_options(args, "train_")}
-    if args.steps is not None:
-        settings["steps"] = args.steps
-    run_estimate(TrainConfig(**settings), _options(args, "model_")).check()  # before any model exists
-    trainer = Trainer(TrainConfig(**settings), _options(args, "model_"))
+    settings, model, preset = train_settings(args)
+    run_estimate(TrainConfig(**settings), model).check()  # before any model exists
+    trainer = Trainer(TrainConfig(**settings), model)
     job = TrainingJob(trainer, max_seconds=args.max_seconds, target_exact_match=args.target_accuracy)
     job.start()
     interrupted = False
@@ -313,7 +339,7 @@ def run_train(args: argparse.Namespace) -> int:
     metrics = {key: card[key] for key in ("steps", "seconds", "exact_match", "token_accuracy", "loss", "samples")}
     print(strict_json({
         **metrics, "train_loss": trainer.last_loss, "stopped": "interrupted" if interrupted else snap.finished_reason,
-        "parameters": card["parameters"], "name": bundle.name, "checkpoint": str(path),
+        "parameters": card["parameters"], "name": bundle.name, "checkpoint": str(path), "preset": preset,
     })[0])
     return 130 if interrupted else 0  # 130: Ctrl-C (the model was saved all the same)
 
