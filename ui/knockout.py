@@ -11,7 +11,7 @@ from ui.display import output
 from ui.state import View
 from ui.widgets import verdict
 
-MODE_NAMES = {"zero": "zeros", "mean": "its mean output"}
+MODE_NAMES = {"zero": "zeros", "mean": "its mean"}
 HELP = ("A knocked-out head still computes its attention (the charts show its weights, marked *knocked out*), "
         "but its output is replaced, at every position, by zeros or by its mean output over 500 held-out "
         "inputs, before the layer mixes the heads. The rest of the model is unchanged: what breaks shows what "
@@ -32,14 +32,11 @@ def picked(view: View, model) -> tuple[tuple[Head, ...], str]:
     knocked = view.get("knocked")
     title = f"Knock out heads · {len(knocked)} knocked out" if knocked else "Knock out heads"
     with st.expander(title, expanded=bool(knocked), icon=":material/block:"):
-        left, right = st.columns([3, 1])
-        with left:
-            view.widget("knocked", st.multiselect, "Heads to knock out", heads, format_func=head_name,
-                        placeholder="Pick heads: the output is decoded again without them",
-                        to_widget=list, from_widget=lambda chosen: tuple(sorted(chosen)))
-        with right:
-            view.widget("knock_mode", st.segmented_control, "Replace their output by", MODES,
-                        format_func=MODE_NAMES.get, required=True)
+        view.widget("knocked", st.multiselect, "Heads to knock out", heads, format_func=head_name,
+                    placeholder="Pick heads: the output is decoded again without them",
+                    to_widget=list, from_widget=lambda chosen: tuple(sorted(chosen)))
+        view.widget("knock_mode", st.segmented_control, "Replace their output by", MODES,
+                    format_func=MODE_NAMES.get, required=True)
         st.caption(HELP)
     return view.get("knocked"), view.get("knock_mode")
 
