@@ -6,6 +6,7 @@
     eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda]
     decode --checkpoint PATH --input TEXT [--json] [--beam K] [--topk K]
            [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]
+    ablate --checkpoint PATH [--samples N] [--mode zero|mean] [--heads KIND:L1H2,...] [--seed K]
     models [--folder DIR] [--json]
 
 Results go to stdout (for `train` and `eval` the last line is one JSON object); progress goes to stderr.
@@ -31,6 +32,7 @@ import tempfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
+from .ablation import MODES, Head, ablated, check_heads, exact_match, head_means, importance
 from .budget import evaluation_estimate, run_estimate
 from .bundle import ModelBundle
 from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
@@ -38,7 +40,7 @@ from .config import NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, check_decode_budget, greedy_decode
 from .devices import DEVICES, resolve_device
 from .sampling import SampleSettings, sample
-from .evaluation import evaluate_bundle
+from .evaluation import MAX_EVAL_SAMPLES, evaluate_bundle
 from .job import TrainingJob
 from .presets import PRESETS
 from .tasks import TASKS
@@ -47,6 +49,7 @@ from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 BAR_WIDTH = 20
 MAX_PARAM_DEPTH = 16  # nesting levels a --task-param value may have (task parameters are plain numbers)
+REFERENCE_PAIRS = 500  # held-out pairs whose head outputs `ablate --mode mean` averages (a seed apart from the scored)
 MAX_MESSAGE = 500  # characters of an error line (a message may quote a huge input)
 
 # flag -> (ModelConfig / TrainConfig field, type, help); unset flags keep the library's defaults.
@@ -141,6 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
                           help="draw only from the smallest set of tokens with mass >= P, in (0, 1] (default 1)")
     sampling.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default 0)")
     decode.set_defaults(run=run_decode)
+
+    ablate = commands.add_parser("ablate", help="held-out exact match with attention heads knocked out")
+    ablate.add_argument("--checkpoint", required=True, type=Path)
+    ablate.add_argument("--samples", type=int, default=500, help="held-out inputs (default 500)")
+    ablate.add_argument("--mode", choices=MODES, default="zero",
+                        help="zero a head's output, or put its mean over a reference batch in its place")
+    ablate.add_argument("--heads", metavar="KIND:L1H2,...",
+                        help="ablate these heads together (kinds: encoder_self, decoder_self, cross); "
+                             "default: every head alone")
+    ablate.add_argument("--seed", type=int, default=1, help="seed of the held-out inputs")
+    ablate.set_defaults(run=run_ablate)
 
     models = commands.add_parser("models", help="list checkpoints and their model cards")
     models.add_argument("--folder", type=Path, default=ZOO)
@@ -421,6 +435,36 @@ def _sample_settings(args: argparse.Namespace) -> SampleSettings | None:
 
 
 # ----------------------------------------------------------------------------------------------- models
+
+
+def run_ablate(args: argparse.Namespace) -> int:
+    """One JSON object: the baseline exact match and, per head ablated alone (or for --heads together), the
+    exact match and its drop; layers and heads count from 1 as on the pages."""
+    heads = [Head.parse(item) for item in args.heads.split(",")] if args.heads is not None else None
+    bundle = load_checkpoint(args.checkpoint)
+    if heads is not None:
+        heads = check_heads(bundle.model, heads)
+    task = bundle.task
+    if not 1 <= args.samples <= MAX_EVAL_SAMPLES:
+        raise ValueError(f"samples must be between 1 and {MAX_EVAL_SAMPLES:,}, got {args.samples:,}")
+    evaluation_estimate(bundle.config, args.samples, task.max_source_chars + 1, task.max_target_chars + 1).check()
+    pairs = task.pairs(args.samples, args.seed, "heldout")
+    means = head_means(bundle.model, bundle.tokenizer, task.pairs(REFERENCE_PAIRS, args.seed + 1, "heldout")) \
+        if args.mode == "mean" else None
+    report = {"checkpoint": str(args.checkpoint), "task": task.name, "mode": args.mode, "samples": args.samples,
+              "seed": args.seed}
+    if heads is None:
+        result = importance(bundle.model, bundle.tokenizer, pairs, args.mode, means, removal=False)
+        report |= {"baseline": result["baseline"], "heads": [
+            {**row, "layer": row["layer"] + 1, "head": row["head"] + 1} for row in result["heads"]]}
+    else:
+        baseline = exact_match(bundle.model, bundle.tokenizer, pairs)
+        with ablated(bundle.model, heads, args.mode, means):
+            together = exact_match(bundle.model, bundle.tokenizer, pairs)
+        report |= {"baseline": baseline, "ablated": [str(h) for h in heads], "exact_match": together,
+                   "drop": baseline - together}
+    print(strict_json(report)[0])
+    return 0
 
 
 def run_models(args: argparse.Namespace) -> int:
