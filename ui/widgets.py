@@ -35,12 +35,12 @@ def input_picker(view: View, bundle: ModelBundle, help_text: str) -> str:
     returns the input to use."""
     examples = bundle.task.examples()
     text = current_input(view, examples)
-    box, pills = st.columns([2, 3], vertical_alignment="bottom")
-    with box:
-        view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200, help=help_text)
-    with pills:  # the example in use is highlighted; clicking it again deselects it and keeps the text
-        view.widget("input", st.pills, "Examples (held out from training)", examples, slot="examples",
-                    to_widget=lambda _: text if text in examples else None, from_widget=lambda v: v)
+    # one above the other: beside the box, the pills ran past the page's edge at 1024 px instead of wrapping
+    view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200, help=help_text,
+                width=480)
+    # the example in use is highlighted; clicking it again deselects it and keeps the text
+    view.widget("input", st.pills, "Examples (held out from training)", examples, slot="examples",
+                to_widget=lambda _: text if text in examples else None, from_widget=lambda v: v)
     return text
 
 
