@@ -47,6 +47,16 @@ def test_matrix_csv_round_trips_with_plain_labels():
         export.matrix_to_csv(matrix, rows[:2], cols)
 
 
+def test_masked_scores_leave_their_csv_cells_empty():
+    scores = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]])
+    causal = np.array([[True, False, False], [True, True, False]])
+    text = export.matrix_to_csv(export.without_masked(scores, causal), ["q0", "q1"], ["k0", "k1", "k2"])
+    lines = text.strip().splitlines()
+    assert lines[1] == "q0,1.5,," and lines[2] == "q1,0.5,4.0,"  # the raw scores under the mask are gone
+    back = pd.read_csv(io.StringIO(text), index_col=0)
+    assert back.isna().to_numpy().tolist() == (~causal).tolist()
+
+
 def test_html_fallback_is_standalone_and_holds_the_plot():
     page = export.figure_to_html(small_figure(), config=export.chart_config("x")).decode()
     assert page.lstrip().lower().startswith("<!doctype html>")

@@ -171,6 +171,13 @@ def figure_to_html(fig: go.Figure, config: dict | None = None) -> bytes:
     return pio.to_html(fig, include_plotlyjs=True, full_html=True, config=config).encode("utf-8")
 
 
+def without_masked(values, mask) -> np.ndarray:
+    """`values` with the cells `mask` hides (False) set to NaN, which a CSV writes as empty cells: the numbers
+    of a chart that draws masked cells as masked, not as the raw score under them."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.broadcast_to(np.asarray(mask, dtype=bool), values.shape), values, np.nan)
+
+
 def matrix_to_csv(matrix, row_labels: list[str], col_labels: list[str], corner: str = "query \\ key") -> str:
     """The numbers behind a heatmap: one header row of column labels, one labelled row per matrix row.
     Chart labels are HTML-escaped for plotly ("00 &lt;s&gt;"); the CSV holds them as plain text ("00 <s>")."""

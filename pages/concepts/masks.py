@@ -15,7 +15,7 @@ from ui.state import View
 from ui.tables.masks import GREEDY, KINDS, MASKS, TARGETS
 from ui.widgets import finish, header, require_model
 from transformer import charts
-from transformer.export import chart_filename
+from transformer.export import chart_filename, without_masked
 from transformer.masked_batch import (
     MAX_BATCH, MIN_BATCH, MaskedBatch, check_sources, greedy_targets, masked_batch, varied_lengths,
     weight_above_diagonal,
@@ -236,7 +236,7 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     with c1:
         fig = charts.scores_heatmap(scores, mask, q_labels, k_labels,
                                     head_title(kind, layer, head, f"scores, seq {b + 1}"))
-        display.heatmap(fig, scores, q_labels, k_labels,
+        display.heatmap(fig, without_masked(scores, mask), q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-scores-row{b + 1}", layer, head), "masks-scores", HALF)
     with c2:
         fig = charts.attention_heatmap(weights, q_labels, k_labels,
