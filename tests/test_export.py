@@ -93,3 +93,13 @@ def test_figure_to_image_renders_png_and_svg():
     assert svg.lstrip().startswith(b"<svg") and b"Cross-attention" in svg
     with pytest.raises(ValueError):
         export.figure_to_image(fig, "gif")
+
+
+def test_a_grid_exported_on_the_server_keeps_its_layer_and_head_labels():
+    _require_image_export()
+    from transformer.charts import head_grid
+
+    labels = token_labels(list("abcdef"))
+    svg = export.figure_to_image(head_grid(np.full((3, 4, 6, 6), 1 / 6), labels, labels, "cross"), "svg").decode()
+    shown = set(re.findall(r">([LH]\d)</text>", svg))
+    assert shown == {"L1", "L2", "L3", "H1", "H2", "H3", "H4"}, shown
