@@ -27,6 +27,7 @@ class AttentionMap:
     query_pieces: list[str]
     key_pieces: list[str]
     expected: list[int | None] | None  # per query row, the key it should attend to (None = undefined)
+    written: list[str] | None = None  # decoder queries: the token each row wrote (rows are labelled by the read one)
 
     @property
     def layers(self) -> int:
@@ -73,6 +74,8 @@ def attention_maps(result: DecodeResult, task: Task, source: str) -> dict[str, A
     return {
         "encoder_self": AttentionMap("encoder_self", weights["encoder_self"], None, src, src, None),
         "decoder_self": AttentionMap("decoder_self", weights["decoder_self"],
-                                     subsequent_mask(steps)[0, 0].numpy(), prefix, prefix, None),
-        "cross": AttentionMap("cross", weights["cross"], None, prefix, src, _expected_rows(task, source, steps)),
+                                     subsequent_mask(steps)[0, 0].numpy(), prefix, prefix, None,
+                                     result.output_pieces),
+        "cross": AttentionMap("cross", weights["cross"], None, prefix, src, _expected_rows(task, source, steps),
+                              result.output_pieces),
     }

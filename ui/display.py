@@ -17,6 +17,9 @@ from .sidebar import EXPORT_FORMAT, PRESENTER
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 ALL_HEADS = "all"  # cross_figure's head: every head of every layer, as one grid
+# The one convention for decoder query rows on every page and export, said once under every such chart
+DECODER_ROWS = ("Decoder rows are labelled by the token the decoder **read** at that step (`<s>` first, then its "
+                "own output so far); hover a cell to see the token it **wrote** there.")
 PRESENTER_SCALE = 1.35  # text and chart heights in presenter mode, for the back row
 BASE_FONT_PX = 14  # a figure's text size when it sets none (charts.common.FONT)
 
@@ -63,10 +66,11 @@ def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, *
                            on_select=on_select or "ignore", **kwargs)
 
 
-def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, key: str | None = None) -> None:
+def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, key: str | None = None,
+                 label: str = "Numbers (CSV)") -> None:
     """A button that downloads the numbers behind a heatmap as CSV (rows and columns labelled)."""
     st.download_button(
-        "Numbers (CSV)",
+        label,
         matrix_to_csv(np.asarray(matrix), row_labels, col_labels),
         file_name=f"{filename}.csv",
         mime="text/csv",
@@ -106,26 +110,30 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
     tokens; a tensor or an array), `output_pieces` and `source_pieces` (a DecodeResult, a training ProbeResult).
     `head` is a head, None for the mean of the layer's heads, or ALL_HEADS for every head of every layer in one
     grid. `extra` ends the title (e.g. "with positions", "training step 250")."""
-    rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
+    written = list(result.output_pieces)
+    rows, cols = charts.read_labels(written), charts.token_labels(result.source_pieces)
     if head == ALL_HEADS:
         layers, heads = np.shape(result.cross)[:2]
         title = " · ".join([f"Cross-attention · all {layers} layer(s) × {heads} heads", *([extra] if extra else [])])
-        return charts.head_grid(result.cross, rows, cols, "cross", title=title)
+        return charts.head_grid(result.cross, rows, cols, "cross", title=title, written=written)
     extra = extra if head is not None else " · ".join(["mean of heads", *([extra] if extra else [])])
     title = charts.attention_title("cross", layer, head, extra=extra)
-    return charts.attention_heatmap(cross_weights(result.cross, layer, head), rows, cols, title)
+    return charts.attention_heatmap(cross_weights(result.cross, layer, head), rows, cols, title, written=written)
 
 
 def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: str, extra: str = "",
-                  width: int | None = None, csv: bool = True) -> None:
+                  width: int | None = None, csv: bool = True, caption: bool = True) -> None:
     """Show `cross_figure(result, layer, head, extra)` at its own size (fitted into `width` if given) under
-    the chart key `key`, with a CSV of the weights shown unless `csv` is False."""
+    the chart key `key`, with the DECODER_ROWS caption unless `caption` is False, and a CSV of the weights
+    shown unless `csv` is False."""
     fig = cross_figure(result, layer, head, extra)
     if width:
         fit(fig, width)
     show_figure(fig, filename, key=key, width="content")
+    if caption:
+        st.caption(DECODER_ROWS)
     if csv:
-        rows, cols = charts.token_labels(result.output_pieces), charts.token_labels(result.source_pieces)
+        rows, cols = charts.read_labels(list(result.output_pieces)), charts.token_labels(result.source_pieces)
         csv_download(cross_weights(result.cross, layer, head), rows, cols, filename, key=f"csv-{key}")
 
 

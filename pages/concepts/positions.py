@@ -212,15 +212,16 @@ def without_positions(view: View, key: str, bundle, text: str) -> None:
             st.markdown(f"**{what.capitalize()}:** {display.output(result.output_text)} "
                         f"{verdict(result.output_text, expected)}")
             display.cross_heatmap(result, layer, head, extra=what, key=f"fig-pe-cross-{what}",
-                                  filename=f"{task.name}_cross_{what.replace(' ', '-')}", width=HALF_WIDTH)
+                                  filename=f"{task.name}_cross_{what.replace(' ', '-')}", width=HALF_WIDTH,
+                                  caption=False)
             if alignment is not None:
                 steps = min(len(alignment), len(result.steps))
                 score = float(alignment_score(result.cross[layer, head].numpy(), alignment[:steps]))
                 st.caption(f"Mean weight on the source token each step should read: **{score:.0%}**")
     if alignment is not None:
         st.caption(f"Layer {layer + 1}, head {head + 1}: the head whose cross-attention best follows the "
-                   "expected alignment in the normal decode, shown for both. Rows: the token written at each "
-                   "step; columns: the source tokens.")
+                   "expected alignment in the normal decode, shown for both; columns: the source tokens. "
+                   + display.DECODER_ROWS)
     view.sync_url()
 
 

@@ -28,11 +28,10 @@ from transformer.tokenizers import TokenizerError
 KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",
               "decoder_self": "Decoder self-attention"}
 KIND_HELP = {
-    "cross": "Rows: what the decoder had read at each step (it predicts the next output token there). "
-             "Columns: the source tokens.",
+    "cross": display.DECODER_ROWS + " Columns: the source tokens.",
     "encoder_self": "Rows and columns: the source tokens. Each source token gathers context from the others.",
-    "decoder_self": "Rows and columns: what the decoder had read. The causal mask hides later positions "
-                    "(grey ×), so every row only sees the prefix up to itself.",
+    "decoder_self": display.DECODER_ROWS + " Columns: the same tokens read. The causal mask hides later "
+                    "positions (grey ×), so every row only sees the prefix up to itself.",
 }
 IMAGE_MIME = {"png": "image/png", "svg": "image/svg+xml"}
 INPUT_HELP = "Shared with the step-by-step decoding page: change it on either page."
@@ -141,7 +140,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
     with st.container(horizontal=True, gap="large"):
         fig = decodes.figure((*source, "head", amap.kind, layer, head, cell), lambda: charts.attention_heatmap(
             weights, rows, cols, charts.attention_title(amap.kind, layer, head, extra="knocked out" if off else ""),
-            mask=amap.mask, clickable=True, highlight=cell))
+            mask=amap.mask, clickable=True, highlight=cell, written=amap.written))
         display.show_figure(fig, stem, key=chart_key, on_select=lambda: select_cell(view, chart_key, len(cols)),
                             selection_mode="points", width="content")
         with st.container(width="stretch"):
@@ -162,7 +161,8 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
     with st.container(horizontal=True, gap="large"):
         title = charts.attention_title(amap.kind, layer, extra=f"mean of {amap.heads} heads")
         fig = decodes.figure((*source, "mean", amap.kind, layer),
-                             lambda: charts.attention_heatmap(mean, rows, cols, title, mask=amap.mask))
+                             lambda: charts.attention_heatmap(mean, rows, cols, title, mask=amap.mask,
+                                                              written=amap.written))
         display.show_figure(fig, mean_stem,
                             key=f"attention_mean_{mean_stem}", width="content")
         with st.container(width="stretch"):
@@ -194,7 +194,8 @@ def all_heads(amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[
     title = f"{charts.KIND_TITLES[amap.kind]} · all {amap.layers} layers × {amap.heads} heads" + (
         f" · knocked out: {', '.join(off)}" if off else "")
     fig = decodes.figure((*source, "grid", amap.kind),
-                         lambda: charts.head_grid(amap.blanked(), rows, cols, amap.kind, title=title))
+                         lambda: charts.head_grid(amap.blanked(), rows, cols, amap.kind, title=title,
+                                                  written=amap.written))
     st.caption("Layers down, heads across: each tile is one head, with the rows and columns of the large "
                "heatmap above" + (" (masked cells left blank)" if amap.mask is not None else "") +
                ". Hover a cell to read its query, key and weight.")

@@ -88,8 +88,8 @@ def at_a_glance(view: View, key: str, bundle) -> None:
                               key="fig-home-cross", csv=False)
         with_head = f"layer {layer + 1}, head {head + 1}, the head that best follows the task's alignment" \
             if head is not None else f"layer {layer + 1}, averaged over its {cfg.n_heads} heads"
-        st.caption(f"Cross-attention ({with_head}). Each row is one output token; bright cells show which "
-                   "input tokens the model looked at while writing it.")
+        st.caption(f"Cross-attention ({with_head}): bright cells show which input tokens the model looked at "
+                   "while choosing each output token.")
 
 
 def cards() -> None:

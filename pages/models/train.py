@@ -282,7 +282,7 @@ def probe_panel(view: View, timeline: list, task, state: str) -> None:
         rows, cols = probe_labels(result)
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
-    st.caption("Rows: the output token written at each decoding step; columns: the input tokens it reads.")
+    st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
 
 
 def metrics_row(snapshot) -> None:

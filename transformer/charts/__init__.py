@@ -10,7 +10,7 @@ from .architecture import architecture_diagram
 from .attention import (
     attention_heatmap, head_grid, mask_heatmap, padded_batch_heatmap, scores_heatmap, step_attention_rows,
 )
-from .common import KIND_COLORS, KIND_TITLES, attention_title, token_labels
+from .common import KIND_COLORS, KIND_TITLES, attention_title, read_labels, token_labels
 from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix
 from .sampling import sampling_bars
 from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, training_curves
@@ -18,6 +18,7 @@ from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, training_curves
 __all__ = [
     "KIND_COLORS", "KIND_TITLES", "TOPK_SCALES", "architecture_diagram", "attention_heatmap", "attention_title",
     "embedding_sum", "head_grid", "head_stats_heatmap", "importance_heatmap", "mask_heatmap",
-    "padded_batch_heatmap", "position_similarity", "positional_curves", "positional_matrix", "removal_curve",
-    "sampling_bars", "scores_heatmap", "step_attention_rows", "token_labels", "topk_bar", "training_curves",
+    "padded_batch_heatmap", "position_similarity", "positional_curves", "positional_matrix", "read_labels",
+    "removal_curve", "sampling_bars", "scores_heatmap", "step_attention_rows", "token_labels", "topk_bar",
+    "training_curves",
 ]

@@ -11,6 +11,19 @@ from .common import (
 )
 
 WEIGHT_HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+# Decoder queries are labelled by the token the decoder read there (<s> first); the hover adds the token it wrote
+WRITTEN_HOVER = "query: read %{y}, wrote %{customdata}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+
+
+def _written(written, shape) -> dict:
+    """The heatmap arguments that add "wrote <token>" to each cell's hover, given the token each query row
+    wrote (decoder queries); none when `written` is None."""
+    if written is None:
+        return {"hovertemplate": WEIGHT_HOVER}
+    rows = np.array([display_piece(p) for p in written], dtype=object)
+    if len(rows) != shape[0]:
+        raise ValueError(f"{len(rows)} written tokens for {shape[0]} query rows")
+    return {"customdata": np.broadcast_to(rows[:, None], shape), "hovertemplate": WRITTEN_HOVER}
 GUTTER = 1  # NaN cells between the tiles of head_grid
 WEIGHT_BAR = dict(title=dict(text="weight"), tickvals=[0, 0.25, 0.5, 0.75, 1], len=0.9)
 
@@ -28,24 +41,29 @@ def _blocked(mask, shape) -> np.ndarray | None:
     return blocked if blocked.any() else None
 
 
-def _click_layer(weights: np.ndarray, x: list[str], y: list[str], side: int) -> go.Scatter:
+def _click_layer(weights: np.ndarray, x: list[str], y: list[str], side: int, written=None) -> go.Scatter:
     """Invisible markers on every cell: Streamlit's on_select returns these points (it returns nothing for a
-    heatmap). A point's customdata is [query, key, weight]; its point_index is query * n_keys + key."""
+    heatmap). A point's customdata is [query, key, weight]; its point_index is query * n_keys + key; its
+    text, with `written`, the token its row wrote (for the hover)."""
     q, k = weights.shape
     rows, cols = np.divmod(np.arange(q * k), k)
+    query = "query %{y}" if written is None else "query: read %{y}, wrote %{text}"
     return go.Scatter(
         x=np.array(x, dtype=object)[cols], y=np.array(y, dtype=object)[rows], mode="markers",
         customdata=np.column_stack([rows, cols, weights.ravel()]).astype(np.float32),
+        text=None if written is None else np.array([display_piece(p) for p in written], dtype=object)[rows],
         marker=dict(size=side, symbol="square", opacity=0), selected=dict(marker=dict(opacity=0)),
         unselected=dict(marker=dict(opacity=0)), showlegend=False, name="cells",
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{customdata[2]:.3f}<extra></extra>",
+        hovertemplate=query + "<br>key %{x}<br>weight %{customdata[2]:.3f}<extra></extra>",
     )
 
 
 def attention_heatmap(weights, query_labels: list[str], key_labels: list[str], title: str, mask=None,
-                      clickable: bool = False, highlight: tuple[int, int] | None = None) -> go.Figure:
+                      clickable: bool = False, highlight: tuple[int, int] | None = None,
+                      written: list[str] | None = None) -> go.Figure:
     """One head's weights (queries, keys) on the fixed 0..1 scale. Blocked cells (mask False) are drawn
-    grey with an "×"; `clickable` adds the invisible click layer; `highlight` = (query, key) outlines a cell."""
+    grey with an "×"; `clickable` adds the invisible click layer; `highlight` = (query, key) outlines a cell;
+    `written` (decoder queries, labelled by the token read) puts the token each row wrote in the hover."""
     w = as_array(weights, 2, "weights")
     y, x = _labels(w, query_labels, key_labels)
     blocked = _blocked(mask, w.shape)
@@ -53,13 +71,13 @@ def attention_heatmap(weights, query_labels: list[str], key_labels: list[str], t
     side = cell_size(*w.shape)
     traces = [go.Heatmap(
         z=z, x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR, xgap=1, ygap=1,
-        hoverongaps=False, hovertemplate=WEIGHT_HOVER, hoverinfo="skip" if clickable else None,
+        hoverongaps=False, hoverinfo="skip" if clickable else None, **_written(written, w.shape),
     )]
     if blocked is not None:
         traces.append(masked_overlay(blocked, x, y, "masked: weight 0"))
     extra = {}
     if clickable:
-        traces.append(_click_layer(w, x, y, side))
+        traces.append(_click_layer(w, x, y, side, written))
         extra["clickmode"] = "event+select"
     if highlight is not None:
         row, col = highlight
@@ -86,8 +104,8 @@ def _tiled_categories(prefix: str, count: int, role: str, labels: list[str]) -> 
     return names
 
 
-def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str, title: str | None = None
-              ) -> go.Figure:
+def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str, title: str | None = None,
+              written: list[str] | None = None) -> go.Figure:
     """Every head of every layer in ONE heatmap trace: layers down, heads across, NaN gutters between tiles.
     Head (L, H) occupies rows L*(Q+1) .. +Q and columns H*(K+1) .. +K of the single z matrix.
     One trace builds and paints far faster than a make_subplots grid (benchmarks/chart_speed.py)."""
@@ -97,10 +115,16 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
     y = _tiled_categories("L", layers, "query", list(query_labels))
     x = _tiled_categories("H", heads, "key", list(key_labels))
     side = int(np.clip(960 / len(x), 3, 26))
-    heatmap = go.Heatmap(
-        z=_tile(w), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
-        hoverongaps=False, hovertemplate="%{y}<br>%{x}<br>weight %{z:.3f}<extra></extra>",
-    )
+    hover = {"hovertemplate": "%{y}<br>%{x}<br>weight %{z:.3f}<extra></extra>"}
+    if written is not None:  # the token each decoder query row wrote, repeated over the tiles (gutters blank)
+        wrote = np.array([f"wrote {display_piece(p)}" for p in check_labels(written, q, "written tokens")] + [""],
+                         dtype=object)
+        rows = np.tile(np.arange(q + GUTTER), layers)[: len(y)]
+        rows[rows >= q] = q
+        hover = {"customdata": np.broadcast_to(wrote[rows][:, None], (len(y), len(x))),
+                 "hovertemplate": "%{y}, %{customdata}<br>%{x}<br>weight %{z:.3f}<extra></extra>"}
+    heatmap = go.Heatmap(z=_tile(w), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
+                         hoverongaps=False, **hover)
     centre_q, centre_k = q // 2, k // 2
     xaxis = dict(CATEGORY_AXIS, side="top", showgrid=False,
                  tickvals=[x[h * (k + GUTTER) + centre_k] for h in range(heads)],

@@ -57,6 +57,12 @@ def as_array(values, ndim: int, name: str) -> np.ndarray:
     return array
 
 
+def read_labels(written: list[str]) -> list[str]:
+    """Row labels of decoder queries for a decode that wrote `written`, by the one convention of every page:
+    the token read at each step (`<s>`, then all but the last token written)."""
+    return token_labels(["<s>", *written[:-1]])
+
+
 def check_labels(labels: list[str], size: int, name: str) -> list[str]:
     if len(labels) != size:
         raise ValueError(f"{len(labels)} {name} for {size} rows/columns")

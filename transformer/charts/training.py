@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from ..export import chart_filename
-from .common import token_labels
+from .common import read_labels, token_labels
 from .stats import training_curves
 
 if TYPE_CHECKING:  # only for the annotations: these modules load torch, the figures never need it
@@ -28,8 +28,8 @@ def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
 
 
 def probe_labels(result: ProbeResult) -> tuple[list[str], list[str]]:
-    """(query labels: the output tokens, key labels: the source tokens) for the probe's cross-attention."""
-    return token_labels(result.output_pieces), token_labels(result.source_pieces)
+    """(query labels: the tokens read, key labels: the source tokens) for the probe's cross-attention."""
+    return read_labels(list(result.output_pieces)), token_labels(result.source_pieces)
 
 
 def probe_filename(task_name: str, step: int, layer: int, head: int | None) -> str:
