@@ -115,7 +115,7 @@ def probe_chart(at) -> tuple[str, np.ndarray]:
 def test_defaults_show_the_untrained_probe(train_page):
     at = train_page()
     assert at.title[0].value == "Train live"
-    assert at.selectbox(key=key("task")).options == [t.title for t in TASKS.values()]
+    assert at.selectbox(key=key("task")).options == [t.title for t in TASKS.values()] + ["Your own data"]
     assert not at.button(key="train_start").disabled and at.button(key="train_pause").disabled
     text = at.text_input(key=key("probe")).value
     assert text == example_input(TASKS["reverse"]())

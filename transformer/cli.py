@@ -1,6 +1,7 @@
 """`python -m transformer`: train, evaluate, decode and list models from the command line.
 
     train  --task NAME [--task-param k=v ...] [--steps N] [--max-seconds S] [--target-accuracy A]
+           (or --task-file PAIRS.tsv|.csv [--tokenization char|sentencepiece]: your own two-column data)
            [--seed K] [model and training options, --device auto|cpu|cuda among them] --out PATH [--name NAME]
            (no model shape or recipe flag: the task's preset from transformer.presets; --steps may still be set)
     eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda]
@@ -43,7 +44,8 @@ from .sampling import SampleSettings, sample
 from .evaluation import MAX_EVAL_SAMPLES, evaluate_bundle
 from .job import TrainingJob
 from .presets import PRESETS
-from .tasks import TASKS
+from .tasks import TASKS, CustomTask
+from .tasks.custom import TOKENIZATIONS, parse_pairs, read_data_file
 from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer
 
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
@@ -98,7 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = commands.add_parser("train", help="train a model and save it as a checkpoint")
-    train.add_argument("--task", required=True, help=f"one of {', '.join(TASKS)}")
+    which = train.add_mutually_exclusive_group(required=True)
+    which.add_argument("--task", help=f"one of {', '.join(TASKS)}")
+    which.add_argument("--task-file", type=Path, metavar="PAIRS",
+                       help="your own data: a UTF-8 TSV or CSV file of (source, target) lines")
+    train.add_argument("--tokenization", choices=TOKENIZATIONS, default="char",
+                       help="with --task-file: one token per character, or sentencepiece subwords (default char)")
     train.add_argument("--task-param", action="append", default=[], metavar="KEY=VALUE",
                        help="a task parameter (value read as JSON when it parses, e.g. min_len=10)")
     train.add_argument("--steps", type=int, metavar="N", help=f"stop after N steps (default {TrainConfig().steps})")
@@ -263,12 +270,27 @@ def train_settings(args: argparse.Namespace) -> tuple[dict, dict, str | None]:
     """(TrainConfig settings, model overrides, the preset's task or None): the task's preset when no model
     shape or recipe flag is given, else the library defaults with the flags."""
     model, recipe = _options(args, "model_"), _options(args, "train_")
-    chosen = PRESETS.get(args.task) if not model and not set(recipe) - NOT_RECIPE else None
-    settings = {**(chosen.train if chosen else {}), "task": args.task,
-                "task_params": parse_task_params(args.task_param), "seed": args.seed, **recipe}
+    chosen = PRESETS.get(args.task) if args.task and not model and not set(recipe) - NOT_RECIPE else None
+    params = custom_task_params(args) if args.task_file is not None else parse_task_params(args.task_param)
+    settings = {**(chosen.train if chosen else {}), "task": args.task or CustomTask.name,
+                "task_params": params, "seed": args.seed, **recipe}
     if args.steps is not None:
         settings["steps"] = args.steps
     return settings, (dict(chosen.model) if chosen else model), chosen and chosen.task
+
+
+def custom_task_params(args: argparse.Namespace) -> dict:
+    """The custom task's parameters from --task-file (ValueError naming every problem the data has; what was
+    skipped, such as a header row, and the held-out split's size go to stderr)."""
+    if args.task_param:
+        raise ValueError("--task-param does not apply to --task-file")
+    parsed = parse_pairs(read_data_file(args.task_file))
+    if not parsed.ok:
+        raise ValueError(f"{args.task_file}: " + " · ".join(parsed.problems))
+    for note in parsed.notes:
+        print(f"{args.task_file}: {note}", file=sys.stderr)
+    title = args.task_file.stem[:64].strip() or "my data"
+    return {"data": parsed.text, "title": title, "tokenization": args.tokenization}
 
 
 def _check_limits(args: argparse.Namespace) -> None:
@@ -354,6 +376,7 @@ def run_train(args: argparse.Namespace) -> int:
     print(strict_json({
         **metrics, "train_loss": trainer.last_loss, "stopped": "interrupted" if interrupted else snap.finished_reason,
         "parameters": card["parameters"], "name": bundle.name, "checkpoint": str(path), "preset": preset,
+        "task": bundle.task.name, "task_params": card["task_params"],
     })[0])
     return 130 if interrupted else 0  # 130: Ctrl-C (the model was saved all the same)
 

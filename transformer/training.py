@@ -104,6 +104,11 @@ class TrainConfig:
         return cls(**data).validate()
 
 
+def card_settings(train: TrainConfig, task) -> dict:
+    """`train` as a model card records it: the task's card parameters (a custom task's data stays out)."""
+    return train.to_dict() | {"task_params": task.card_params()}
+
+
 def warmup_linear_decay(warmup: int, steps: int, floor: float = FINAL_LR_FRACTION) -> Callable[[int], float]:
     """LR factor: a linear rise to 1 over `warmup` steps, then a linear fall to `floor` at `steps`.
 
@@ -236,12 +241,12 @@ class Trainer:
             "name": name or f"{self.task.name}-{self.step_count}",
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "task": self.task.name,
-            "task_params": dict(self.task.params),
+            "task_params": self.task.card_params(),
             "steps": self.step_count,
             "seconds": round(self.elapsed, 3),
             **{k: latest[k] for k in ("exact_match", "token_accuracy", "loss", "samples", "decoding") if k in latest},
             "evaluated_step": latest.get("step"),  # the metrics above were measured at this step
-            "train": self.config.to_dict(),
+            "train": card_settings(self.config, self.task),
             "parameters": model.num_parameters(),
         }
         return ModelBundle(model, self.tokenizer, self.task, card)

@@ -74,7 +74,7 @@ from .job import SETTLE_TIMEOUT, TRAINING_THREADS, JobSnapshot, TrainingJob
 from .model import EncoderDecoder
 from .tasks import make_task
 from .tokenizers import tokenizer_from_dict
-from .training import DERIVED_MODEL_KEYS, MODEL_DEFAULTS, TrainConfig, Trainer
+from .training import DERIVED_MODEL_KEYS, MODEL_DEFAULTS, TrainConfig, Trainer, card_settings
 
 __all__ = ["ProcessJob"]
 
@@ -355,7 +355,7 @@ class ProcessJob:
         if weights is None:
             trainer = Trainer(dataclasses.replace(self.train, device="cpu"), self.model_overrides)
             bundle = trainer.bundle(name)
-            bundle.card["train"] = self.train.to_dict()
+            bundle.card["train"] = card_settings(self.train, bundle.task)
             return bundle
         card, blob = weights
         with torch.random.fork_rng(devices=[]):  # initialising the model must not move the server's RNG

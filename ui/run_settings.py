@@ -14,7 +14,7 @@ from typing import Any
 from transformer.budget import planned_model_config, run_estimate, training_estimate
 from transformer.evaluation import EVAL_CHUNK
 from transformer.config import BOUNDS, ModelConfig
-from transformer.tasks import TASKS, make_task
+from transformer.tasks import TASKS, CustomTask, Task, make_task
 from transformer.training import MODEL_DEFAULTS, TrainConfig
 
 TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
@@ -29,9 +29,17 @@ DEVICE_LABELS = {"auto": "Auto (the GPU when there is one)", "cpu": "CPU", "cuda
 
 
 def task_defaults(task: str) -> dict[str, int]:
-    """A task's parameters and their defaults, read from its constructor."""
+    """A task's parameters and their defaults, read from its constructor (none for your own data, whose data,
+    title and tokenisation the page takes apart)."""
+    if task not in TASKS:
+        return {}
     params = inspect.signature(TASKS[task].__init__).parameters
     return {name: p.default for name, p in params.items() if name != "self"}
+
+
+def task_class(name: str) -> type[Task]:
+    """The class of a built-in task, or CustomTask for your own data (for its title and description)."""
+    return TASKS.get(name, CustomTask)
 
 
 @dataclass(frozen=True)

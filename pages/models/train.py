@@ -12,7 +12,7 @@ from ui import animations, display, runs
 from ui import model_registry as registry
 from ui.run_settings import (
     DEVICE_LABELS, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, largest_batch,
-    model_problem, settings_problem, settings_summary, task_defaults, task_problem,
+    model_problem, settings_problem, settings_summary, task_class, task_defaults, task_problem,
 )
 from ui.state import View
 from ui.tables.train import (
@@ -24,7 +24,8 @@ from transformer.checkpoints import bundle_to_bytes
 from transformer.devices import DEVICES, cuda_available
 from transformer.job import JobLimitError
 from transformer.probe import example_input
-from transformer.tasks import TASKS, make_task
+from transformer.tasks import TASKS, CustomTask, make_task
+from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs
 
 STATE_LINES = {
     "running": ":green[**Training…**]",
@@ -108,12 +109,15 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
     one-line summary (read-only while a run is live)."""
     cols = st.columns([1.3, 0.75, 0.75, 2.2], vertical_alignment="bottom")
     with cols[0]:
-        task = view.widget("task", st.selectbox, "Task", list(TASKS), format_func=lambda name: TASKS[name].title,
+        task = view.widget("task", st.selectbox, "Task", [*TASKS, CustomTask.name],
+                           format_func=lambda name: task_class(name).title,
                            disabled=locked)
     for col, name in zip(cols[1:3], task_defaults(task)):
         with col:
             number(view, PARAM_FIELDS[name], locked)
-    cols[3].caption(TASKS[task].description)
+    cols[3].caption(task_class(task).description)
+    if task == CustomTask.name:
+        custom_data_panel(view, locked)
     shape_col, train_col = st.columns(2, gap="medium")
     with shape_col, st.expander("Model shape", icon=":material/account_tree:"):
         grid(view, MODEL_FIELDS, locked)
@@ -138,9 +142,60 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
     return settings
 
 
+TOKENIZATION_LABELS = {"char": "Characters (one token each)", "sentencepiece": "Sentencepiece subwords"}
+
+
+def upload_problem(view: View, upload) -> str | None:
+    """Take a newly uploaded file's text as the data (and its name as the data's name); what is wrong with the
+    file (too large, not UTF-8) while it stays uploaded, or None."""
+    if upload.size > MAX_DATA_BYTES:  # refused before its bytes are read
+        return f"{upload.name}: the file is {upload.size / 1024:,.0f} KB; the limit is {MAX_DATA_BYTES // 1024} KB"
+    text, why = decode_data(upload.getvalue())
+    if text is None:
+        return f"{upload.name}: {why}"
+    if st.session_state.get("train_custom_file") != upload.file_id:  # each upload is taken once
+        st.session_state["train_custom_file"] = upload.file_id
+        view.set("custom_data", text)
+        view.set("custom_title", upload.name.rsplit(".", 1)[0][:MAX_TITLE].strip() or None)
+    return None
+
+
+def custom_data_panel(view: View, locked: bool) -> None:
+    """Your own data: upload a two-column TSV/CSV file or paste pairs, choose the tokenisation, and see every
+    problem the checks find (and what they skipped) before starting."""
+    with st.container(border=True, key="train_custom"):
+        up_col, name_col, tok_col = st.columns([2.2, 1, 1.2])
+        with up_col:
+            upload = st.file_uploader("Upload a two-column TSV or CSV file (UTF-8): source, target",
+                                      type=["tsv", "csv", "txt"], key="train_custom_upload", disabled=locked)
+        why = upload_problem(view, upload) if upload is not None else None  # before the widgets it fills
+        with name_col:
+            view.widget("custom_title", st.text_input, "Name of the data", max_chars=MAX_TITLE,
+                        placeholder="my data", disabled=locked)
+        with tok_col:
+            view.widget("tokenization", st.radio, "Tokenisation", list(TOKENIZATIONS),
+                        format_func=TOKENIZATION_LABELS.get, disabled=locked)
+        view.widget("custom_data", st.text_area, "Or paste the pairs, one per line: source, a tab or a comma, "
+                    "target", height=160, disabled=locked, placeholder="12\tXII\n13\tXIII",
+                    help=f"At most {MAX_DATA_BYTES // 1024} KB. The data stays in this session and in the run's "
+                    "settings; a link does not carry it.")
+        if why:
+            st.error(why, icon=":material/error:")
+        if not view.get("custom_data"):
+            st.info(f"Upload a file or paste at least {MIN_PAIRS} pairs.", icon=":material/upload_file:")
+            return
+        parsed = parse_pairs(view.get("custom_data"))
+        for problem in parsed.problems:
+            st.error(problem, icon=":material/error:")
+        for note in parsed.notes:
+            st.caption(note)
+
+
 def default_probe(settings: RunSettings, problem: str | None) -> str:
     """The probe input until one is typed: the task's first held-out example."""
     train = settings.train
+    if problem and train.task == CustomTask.name:
+        return ""
     return example_input(TASKS[train.task]() if problem else make_task(train.task, **train.task_params))
 
 
@@ -441,6 +496,8 @@ def main() -> None:
     check_settings(view)  # before the widgets show the values
     settings = settings_panel(view, locked=live)
     problem = settings_problem(settings)
+    if problem and settings.train.task == CustomTask.name and not parse_pairs(settings.train.task_params["data"]).ok:
+        problem = "your data (upload or paste pairs; the problems found are listed above)"
     if problem and not live:
         st.error(f"Fix this setting before starting: {problem}.", icon=":material/error:")
     shape = (run.settings if run is not None else settings).model

@@ -9,6 +9,7 @@ Submodules:
   addition  Addition
   dates     the date formats (DateFormat, DATE_FORMATS) and Dates
   numbers   English and German number words and Numbers
+  custom    your own (source, target) pairs: parse_pairs (the checks) and CustomTask (not in TASKS: it needs data)
 This package holds the registry (TASKS, make_task) and re-exports the public names of the submodules.
 """
 
@@ -25,6 +26,7 @@ from .base import (
     is_heldout,
     stable_hash,
 )
+from .custom import CustomTask, parse_pairs
 from .dates import DATE_FORMATS, MONTHS, WEEKDAYS, DateFormat, Dates
 from .letters import Copy, LetterTask, Reverse, Sort
 from .numbers import (
@@ -41,16 +43,19 @@ from .numbers import (
 
 __all__ = [
     "DATE_FORMATS", "DE_SMALL", "DE_TENS", "EN_SMALL", "EN_TENS", "HASH_BASE", "HASH_MOD", "HELDOUT_BUCKETS",
-    "MAX_NUMBER", "MONTHS", "TASKS", "WEEKDAYS", "Addition", "Copy", "DateFormat", "Dates", "LetterTask", "Numbers",
-    "Reverse", "Sort", "Task", "TaskError", "encode_pairs", "english_number", "german_morphemes", "german_number",
-    "is_heldout", "make_task", "stable_hash",
+    "MAX_NUMBER", "MONTHS", "TASKS", "WEEKDAYS", "Addition", "Copy", "CustomTask", "DateFormat", "Dates",
+    "LetterTask", "Numbers", "Reverse", "Sort", "Task", "TaskError", "encode_pairs", "english_number",
+    "german_morphemes", "german_number", "is_heldout", "make_task", "parse_pairs", "stable_hash",
 ]
 
 TASKS: dict[str, type[Task]] = {t.name: t for t in (Reverse, Copy, Sort, Addition, Dates, Numbers)}
 
 
 def make_task(name: str, **params) -> Task:
-    """The task called `name` with `params`; TaskError for an unknown name or bad parameters."""
+    """The task called `name` with `params` ("custom": a CustomTask); TaskError for an unknown name or bad
+    parameters."""
+    if name == CustomTask.name:
+        return CustomTask(**params)
     if name not in TASKS:
         raise TaskError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
     try:

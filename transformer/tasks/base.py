@@ -109,6 +109,10 @@ class Task(ABC):
         """For each target token, the source position it should attend to; None where undefined."""
         return None
 
+    def card_params(self) -> dict:
+        """The parameters a model card records (plain values only)."""
+        return dict(self.params)
+
     def in_heldout(self, source: str) -> bool:
         """True when `source` is reserved for evaluation (the stable hash split, unless a task says more)."""
         return is_heldout(source)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from transformer.config import BOUNDS
 from transformer.devices import DEVICES
-from transformer.tasks import TASKS
+from transformer.tasks import TASKS, CustomTask
+from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, TOKENIZATIONS
 from ui.run_settings import (
     MODEL_DEFAULTS_ALL, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings,
     task_defaults,
@@ -117,7 +118,11 @@ PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
 
 TRAIN = register(StateTable("train", (
-    Choice("task", default=TRAIN_DEFAULTS.task, options=tuple(TASKS)),
+    Choice("task", default=TRAIN_DEFAULTS.task, options=(*TASKS, CustomTask.name)),
+    # your own data (task "custom"): the pairs' text and its name stay out of the URL; the tokenisation is in it
+    Choice("tokenization", default=TOKENIZATIONS[0], options=TOKENIZATIONS, depends_on=("task",)),
+    Text("custom_data", default=None, max_chars=MAX_DATA_BYTES, url=False),
+    Text("custom_title", default=None, max_chars=MAX_TITLE, url=False),
     *PARAM_FIELDS.values(),
     *MODEL_FIELDS.values(),
     Choice("norm", default=_M["norm"], options=tuple(NORM_LABELS)),
@@ -125,7 +130,7 @@ TRAIN = register(StateTable("train", (
     *TRAIN_FIELDS.values(),
     Flag("stop_early", default=True),  # stop at TARGET_EXACT_MATCH held-out exact match
     Choice("device", default=TRAIN_DEFAULTS.device, options=DEVICES),  # where the run trains
-    Text("probe", default=None, max_chars=120, depends_on=("task",)),  # None: the task's first example
+    Text("probe", default=None, max_chars=120, depends_on=("task", "custom_data")),  # None: the task's first example
     Int("layer", default=1, lo=1, hi=int(BOUNDS["n_dec_layers"][1])),  # the probe view's decoder layer, 1-based
     Int("head", default=ALL_HEADS, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
     # the page's own, not in the URL: Step's count, following the newest probe, the snapshot shown, the name
@@ -140,6 +145,9 @@ def settings_of(values: dict) -> RunSettings:
     """The run settings a view shows (`values`: {prop name: value}, e.g. View.values())."""
     task = values["task"]
     task_params = {name: values[name] for name in task_defaults(task)}
+    if task == CustomTask.name:
+        task_params = {"data": values["custom_data"] or "", "title": (values["custom_title"] or "").strip()
+                       or "my data", "tokenization": values["tokenization"]}
     model = {name: values[name] for name in (*MODEL_FIELDS, "norm", "positional")}
     train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params, device=values["device"],
                                 **{name: values[name] for name in TRAIN_FIELDS})
@@ -149,7 +157,11 @@ def settings_of(values: dict) -> RunSettings:
 def values_of(settings: RunSettings) -> dict:
     """The view values of a run's settings (the inverse of `settings_of` on the settings props)."""
     train = settings.train
-    return {"task": train.task, **{name: p.default for name, p in PARAM_FIELDS.items()}, **train.task_params,
+    params = dict(train.task_params)
+    if train.task == CustomTask.name:
+        params = {"custom_data": params["data"], "custom_title": params["title"],
+                  "tokenization": params["tokenization"]}
+    return {"task": train.task, **{name: p.default for name, p in PARAM_FIELDS.items()}, **params,
             **{name: settings.model[name] for name in (*MODEL_FIELDS, "norm", "positional")},
             **{name: getattr(train, name) for name in TRAIN_FIELDS}, "stop_early": settings.target is not None,
             "device": train.device}

@@ -1,0 +1,378 @@
+"""Your own data: a task made of (source, target) pairs from a two-column TSV or CSV file or pasted text.
+
+`parse_pairs` reads the text and says what is wrong with it, one message per problem, naming the lines:
+`problems` block training (too large, not UTF-8, one-column or three-column lines, conflicting targets for one
+source, fields over MAX_FIELD_CHARS, control characters, too few pairs, too many distinct characters); `notes`
+say what was skipped (a detected header row, empty lines, repeated lines) and the held-out split's size.
+
+`CustomTask(data=..., title=..., tokenization="char" | "sentencepiece")` trains on the pairs. A fixed held-out
+split (a tenth of the distinct sources, at least one, at most MAX_HELDOUT, chosen by a hash of the source) is
+disjoint from the training pairs. Its `params` (what a checkpoint stores) hold no training data: the title, a
+SHA-256 digest of the cleaned pairs, the characters of sources and targets, the lengths, the training-pair
+count and the held-out pairs themselves, so a checkpoint evaluates, decodes, refuses unknown characters by
+name and shows its examples anywhere without the file. `make_task("custom", **params)` rebuilds that
+data-less form; every stored value is checked as untrusted.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
+from .base import Task, TaskError
+
+MAX_DATA_BYTES = 256 * 1024  # what a file or a paste may hold (it travels with the run's settings)
+MAX_FIELD_CHARS = 64  # characters in one source or target
+MIN_PAIRS = 30  # distinct pairs needed: a tenth is held out
+MAX_DISTINCT_CHARS = 200  # characters in sources and targets together (the character vocabulary)
+HELDOUT_FRACTION, MAX_HELDOUT = 0.1, 500
+MAX_TITLE = 64
+TOKENIZATIONS = ("char", "sentencepiece")
+SENTENCEPIECE_VOCAB = 256  # an upper limit: a small data set yields fewer pieces
+HEADER_WORDS = {"source", "target", "input", "output", "src", "tgt", "from", "to", "x", "y", "question",
+                "answer", "in", "out", "text", "label", "word", "words", "english", "german", "french"}
+SHOWN_LINES = 5  # line numbers named in one message before "and N more"
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_STORED = {"digest", "train_pairs", "source_chars", "target_chars", "max_source_chars",
+           "max_target_chars", "heldout"}
+
+
+def _lines(numbers: list[int]) -> str:
+    """'line 3', 'lines 3, 5 and 9', 'lines 3, 5, 9, 12, 20 and 7 more'."""
+    if len(numbers) == 1:
+        return f"line {numbers[0]}"
+    shown = ", ".join(map(str, numbers[:SHOWN_LINES]))
+    if len(numbers) > SHOWN_LINES:
+        return f"lines {shown} and {len(numbers) - SHOWN_LINES} more"
+    head, _, last = shown.rpartition(", ")
+    return f"lines {head} and {last}"
+
+
+@dataclass
+class ParsedData:
+    """What `parse_pairs` found: the distinct pairs in file order, what blocks training, what was skipped."""
+
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    text: str = ""  # the decoded text (without a byte-order mark)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def decode_data(data: bytes | str) -> tuple[str | None, str | None]:
+    """(text, None) for data within MAX_DATA_BYTES that is UTF-8 (a byte-order mark dropped), else (None, why)."""
+    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+    if size > MAX_DATA_BYTES:
+        return None, f"the data is {size / 1024:,.0f} KB; the limit is {MAX_DATA_BYTES // 1024} KB"
+    if isinstance(data, str):
+        return data.removeprefix("\ufeff"), None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff"), None
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return None, (f"the data is not UTF-8 text (byte {exc.start:,}, on line {line}, cannot be read): save it "
+                      f"as UTF-8")
+
+
+def _fields(line: str, delimiter: str) -> list[str] | None:
+    """The stripped fields of one line, trailing empty ones dropped; None when a CSV line cannot be read."""
+    if delimiter == "\t":
+        cells = line.split("\t")
+    else:
+        try:
+            cells = next(csv.reader([line], strict=True))
+        except csv.Error:
+            return None
+    cells = [c.strip() for c in cells]
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells
+
+
+def _is_header(first: list[str] | None, rest: list[list[str] | None]) -> bool:
+    """True when the first line's two cells are column names: both common names (source, target, input, ...),
+    or both words made of characters that no later line has in that column, where every character of the later
+    lines recurs ("number, roman" over "12, XII", but not "a, .-" over single letters and their Morse codes)."""
+    if not first or len(first) != 2:
+        return False
+    if all(c.lower() in HEADER_WORDS for c in first):
+        return True
+    if not rest or not all(c.replace(" ", "").replace("_", "").isalpha() for c in first):
+        return False
+    columns = [Counter(), Counter()]
+    for cells in rest:
+        for column, cell in zip(columns, cells or ()):
+            column.update(set(cell))
+    return all(not set(cell) & set(column) and min(column.values(), default=0) >= 2
+               for cell, column in zip(first, columns))
+
+
+def parse_pairs(data: bytes | str, delimiter: str | None = None) -> ParsedData:
+    """Check two-column data (TSV, or CSV with quotes when no line has a tab; `delimiter` forces one)."""
+    text, why = decode_data(data)
+    if text is None:
+        return ParsedData(problems=[why])
+    out = ParsedData(text=text)
+    rows = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if rows and rows[-1] == "":
+        rows.pop()  # the final newline ends the last line; it is no empty line
+    if delimiter is None:
+        delimiter = "\t" if any("\t" in row for row in rows) else ","
+    found = {k: [] for k in ("empty", "short", "wide", "unreadable", "long", "control", "repeated")}
+    targets: dict[str, tuple[str, int]] = {}
+    conflicts: list[str] = []
+    lines = [(number, row, _fields(row, delimiter)) for number, row in enumerate(rows, 1) if row.strip()]
+    if lines and _is_header(lines[0][2], [cells for _, _, cells in lines[1:]]):
+        number, _, cells = lines.pop(0)
+        out.notes.append(f"line {number} looks like a header row ({cells[0]}, {cells[1]}) and was skipped")
+    found["empty"] = [number for number, row in enumerate(rows, 1) if not row.strip()]
+    for number, row, cells in lines:
+        if cells is None:
+            found["unreadable"].append(number)
+        elif len(cells) > 2:
+            found["wide"].append(number)
+        elif len(cells) < 2 or not all(cells):
+            found["short"].append(number)
+        elif _CONTROL.search(row.replace("\t", "")):
+            found["control"].append(number)
+        elif max(map(len, cells)) > MAX_FIELD_CHARS:
+            found["long"].append(number)
+        else:
+            source, target = cells
+            if source not in targets:
+                targets[source] = (target, number)
+                out.pairs.append((source, target))
+            elif targets[source][0] == target:
+                found["repeated"].append(number)
+            elif len(conflicts) < SHOWN_LINES:
+                conflicts.append(f"{source!r} has the target {targets[source][0]!r} on line {targets[source][1]} "
+                                 f"and {target!r} on line {number}")
+            else:
+                conflicts.append("")
+    name = "tabs" if delimiter == "\t" else "commas"
+    messages = {
+        "short": f"{{}}: one column only (or an empty source or target); each line needs a source and a target "
+                 f"separated by {name}",
+        "wide": f"{{}}: more than two columns (separated by {name}); each line needs exactly a source and a target"
+                + ("" if delimiter == "\t" else " (quote a field that holds a comma)"),
+        "unreadable": "{}: unreadable CSV (an unclosed quote?)",
+        "control": "{}: control or invisible characters (such as NUL or a zero-width space)",
+        "long": f"{{}}: a source or target longer than {MAX_FIELD_CHARS} characters",
+    }
+    out.problems.extend(template.format(_lines(found[key]).capitalize()) for key, template in messages.items()
+                        if found[key])
+    if conflicts:
+        shown = [c for c in conflicts if c]
+        more = f" (and {len(conflicts) - len(shown)} more)" if len(conflicts) > len(shown) else ""
+        out.problems.append(f"Conflicting targets for one source: {'; '.join(shown)}{more}")
+    chars = {c for pair in out.pairs for c in "".join(pair)}
+    if len(chars) > MAX_DISTINCT_CHARS:
+        out.problems.append(f"The sources and targets use {len(chars)} different characters; at most "
+                            f"{MAX_DISTINCT_CHARS} are allowed")
+    if len(out.pairs) < MIN_PAIRS:
+        out.problems.append(f"Only {len(out.pairs)} usable pair(s); at least {MIN_PAIRS} are needed "
+                            f"(a tenth is held out for evaluation)")
+    if found["empty"]:
+        out.notes.append(f"{_lines(found['empty']).capitalize()}: empty, skipped")
+    if found["repeated"]:
+        out.notes.append(f"{_lines(found['repeated']).capitalize()}: repeat an earlier pair, skipped")
+    if out.ok:
+        held = heldout_size(len(out.pairs))
+        out.notes.append(f"{len(out.pairs):,} pairs: {len(out.pairs) - held:,} to train on, {held:,} held out "
+                         f"for evaluation (never trained on)")
+    return out
+
+
+def read_data_file(path: str | Path) -> bytes:
+    """The bytes of a data file, at most MAX_DATA_BYTES + 1 read (TaskError when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_DATA_BYTES + 1)
+    except OSError as exc:
+        raise TaskError(f"cannot read the data file {path}: {exc.strerror or type(exc).__name__}") from None
+
+
+def heldout_size(pairs: int) -> int:
+    """How many of `pairs` distinct pairs are held out."""
+    return min(MAX_HELDOUT, max(1, round(pairs * HELDOUT_FRACTION)))
+
+
+def digest(pairs: list[tuple[str, str]]) -> str:
+    """SHA-256 (hex) of the cleaned pairs in order: the same pairs give the same digest, as TSV or CSV."""
+    return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def _split(pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training pairs in file order, held-out pairs): the held-out ones have the smallest hashes of their source."""
+    ranked = sorted(pairs, key=lambda p: hashlib.sha256(p[0].encode("utf-8")).digest())
+    held = set(ranked[: heldout_size(len(pairs))])
+    return [p for p in pairs if p not in held], [p for p in ranked if p in held]
+
+
+def _text(name: str, value, low: int, high: int) -> str:
+    if not isinstance(value, str) or not low <= len(value) <= high or _CONTROL.search(value.replace("\t", " ")):
+        raise TaskError(f"custom task: {name} must be text of {low}-{high} characters without control characters")
+    return value
+
+
+def _count(name: str, value, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise TaskError(f"custom task: {name} must be a whole number from 0 to {high}")
+    return value
+
+
+class CustomTask(Task):
+    """(source, target) pairs of your own: from `data` (TSV/CSV text, checked by `parse_pairs`), or, without
+    it, from the stored fields a checkpoint keeps (see the module docstring)."""
+
+    name, title = "custom", "Your own data"
+    description = "Your own (source, target) pairs from a TSV or CSV file or pasted text."
+
+    def __init__(self, data: str | None = None, title: str = "my data", tokenization: str = "char", **stored):
+        title = _text("title", title, 1, MAX_TITLE)
+        if tokenization not in TOKENIZATIONS:
+            raise TaskError(f"tokenization must be one of {', '.join(TOKENIZATIONS)}, got {tokenization!r}")
+        self.title, self.tokenization, self._tokenizer, self._heldout_sources = title, tokenization, None, None
+        if data is not None:
+            if stored:
+                raise TaskError(f"custom task: give data or stored fields, not both ({', '.join(sorted(stored))})")
+            self._from_data(data)
+        else:
+            self._from_stored(stored)
+        super().__init__(**self._params())
+
+    def _from_data(self, data) -> None:
+        if not isinstance(data, str):
+            raise TaskError("custom task: data must be text")
+        parsed = parse_pairs(data)
+        if not parsed.ok:
+            raise TaskError(" · ".join(parsed.problems))
+        if self.tokenization == "sentencepiece":
+            spaced = [i for i, pair in enumerate(parsed.pairs) if any("  " in s for s in pair)]
+            if spaced:
+                raise TaskError(f"{len(spaced)} pair(s) hold runs of spaces (the first: {parsed.pairs[spaced[0]]!r}); "
+                                f"sentencepiece keeps only one: use character tokenisation or single spaces")
+        self.parsed = parsed
+        self.digest = digest(parsed.pairs)
+        self.train_pairs, self.heldout_pairs = _split(parsed.pairs)
+        self.source_chars = "".join(sorted({c for s, _ in parsed.pairs for c in s}))
+        self.target_chars = "".join(sorted({c for _, t in parsed.pairs for c in t}))
+        self._max_source = max(len(s) for s, _ in parsed.pairs)
+        self._max_target = max(len(t) for _, t in parsed.pairs)
+        self._answers = dict(parsed.pairs)
+        self._train_count = len(self.train_pairs)
+
+    def _from_stored(self, stored: dict) -> None:
+        if set(stored) != _STORED:
+            wrong = sorted(set(stored) ^ _STORED)
+            raise TaskError(f"custom task: without data the stored fields are needed exactly (wrong: "
+                            f"{', '.join(map(str, wrong))[:200]})")
+        self.parsed, self.train_pairs = None, []
+        self.digest = stored["digest"]
+        if not (isinstance(self.digest, str) and re.fullmatch("[0-9a-f]{64}", self.digest)):
+            raise TaskError("custom task: digest must be 64 hexadecimal digits")
+        self.source_chars = _text("source_chars", stored["source_chars"], 1, MAX_DISTINCT_CHARS)
+        self.target_chars = _text("target_chars", stored["target_chars"], 1, MAX_DISTINCT_CHARS)
+        self._max_source = _count("max_source_chars", stored["max_source_chars"], MAX_FIELD_CHARS)
+        self._max_target = _count("max_target_chars", stored["max_target_chars"], MAX_FIELD_CHARS)
+        self._train_count = _count("train_pairs", stored["train_pairs"], MAX_DATA_BYTES)
+        held = stored["heldout"]
+        if not (isinstance(held, list) and 1 <= len(held) <= MAX_HELDOUT):
+            raise TaskError(f"custom task: heldout must be a list of 1 to {MAX_HELDOUT} pairs")
+        pairs = []
+        for pair in held:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise TaskError("custom task: each held-out pair must be [source, target]")
+            source = _text("a held-out source", pair[0], 1, self._max_source)
+            target = _text("a held-out target", pair[1], 1, self._max_target)
+            if set(source) - set(self.source_chars) or set(target) - set(self.target_chars):
+                raise TaskError("custom task: a held-out pair uses characters outside the stored ones")
+            pairs.append((source, target))
+        self._answers = dict(pairs)
+        if len(self._answers) != len(pairs):
+            raise TaskError("custom task: the held-out sources must be distinct")
+        self.heldout_pairs = pairs
+
+    def _params(self) -> dict:
+        return {"title": self.title, "tokenization": self.tokenization, "digest": self.digest,
+                "train_pairs": self._train_count, "source_chars": self.source_chars,
+                "target_chars": self.target_chars, "max_source_chars": self._max_source,
+                "max_target_chars": self._max_target, "heldout": [list(p) for p in self.heldout_pairs]}
+
+    def card_params(self) -> dict:
+        """The parameters without the held-out pairs (a card holds plain values only), with their count."""
+        return {k: v for k, v in self.params.items() if k != "heldout"} | {"heldout_pairs": len(self.heldout_pairs)}
+
+    @property
+    def has_data(self) -> bool:
+        """True when built from the data (it can train); False when rebuilt from a checkpoint's fields."""
+        return self.parsed is not None
+
+    @property
+    def max_source_chars(self) -> int:
+        return self._max_source
+
+    @property
+    def max_target_chars(self) -> int:
+        return self._max_target
+
+    def make_tokenizer(self, seed: int = 0) -> Tokenizer:
+        """Characters of sources and targets, or a BPE model trained on every source and target (the held-out
+        ones too: segmentation only, no answers are learnt from it)."""
+        if self._tokenizer is None:
+            if self.tokenization == "char":
+                self._tokenizer = CharTokenizer("".join(sorted(set(self.source_chars + self.target_chars))))
+            elif not self.has_data:
+                raise TaskError("this custom task's sentencepiece model lives in its checkpoint; "
+                                "training it again needs the data")
+            else:
+                lines = [text for pair in self.parsed.pairs for text in pair]
+                self._tokenizer = SentencePieceTokenizer.train(lines, SENTENCEPIECE_VOCAB)
+        return self._tokenizer
+
+    def _check(self, source: str) -> None:
+        unknown = sorted(set(source) - set(self.source_chars))
+        if not source or unknown:
+            shown = ", ".join(repr(c) for c in unknown) or "nothing"
+            raise TaskError(f"the {self.title} data has no input with the character(s) {shown}; its inputs use: "
+                            f"{self.source_chars!r}")
+
+    def target(self, source: str) -> str:
+        self._check(source)
+        if source not in self._answers:
+            where = "the data" if self.has_data else "the held-out pairs stored in the checkpoint"
+            raise TaskError(f"{source!r} is not an input of {where}, so its right answer is unknown")
+        return self._answers[source]
+
+    def random_source(self, rng: random.Random) -> str:
+        return rng.choice(self.train_pairs or self.heldout_pairs)[0]
+
+    def in_heldout(self, source: str) -> bool:
+        if self._heldout_sources is None:
+            self._heldout_sources = {s for s, _ in self.heldout_pairs}
+        return source in self._heldout_sources
+
+    def examples(self) -> list[str]:
+        return [s for s, _ in self.heldout_pairs[:4]]
+
+    def pairs(self, n: int, seed: int, split: str = "train") -> list[tuple[str, str]]:
+        """`n` training pairs drawn with replacement (seeded); or up to `n` distinct held-out pairs, seeded
+        order (all of them when `n` is larger: there are no more)."""
+        if split not in ("train", "heldout"):
+            raise TaskError(f"split must be 'train' or 'heldout', got {split!r}")
+        rng = random.Random(seed)
+        if split == "heldout":
+            return rng.sample(self.heldout_pairs, min(n, len(self.heldout_pairs)))
+        if not self.train_pairs:
+            raise TaskError("this custom task was loaded without its data; training needs the data file")
+        return [rng.choice(self.train_pairs) for _ in range(n)]
