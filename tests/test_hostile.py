@@ -352,6 +352,7 @@ CARDS = {
     "exact_match": "0.5", "steps": "many", "seconds": float("nan"), "loss": -1, "created": "yesterday",
     "name": "\x1b[31mred\x1b[0m", "samples": True, "train": {"lr": 1e9}, "task_params": [1, 2],
     "decoding": "<img src=x>", "parameters": 1.5, "extra": {"nested": "object"}, "token_accuracy": 2,
+    "examples": ["ok", "x" * 5000], "under_trained": "yes",
 }
 
 
@@ -361,6 +362,7 @@ def test_wrong_card_fields_are_dropped_with_notes(tmp_path):
     path.write_bytes(with_card(bundle, CARDS | {"evaluated_step": 7, "note": "kept"}))
     loaded = load_bundle(path)
     assert loaded.card == {"evaluated_step": 7, "note": "kept"}
+    assert loaded.examples() == loaded.task.examples()  # the card's examples were dropped: the task's instead
     assert len(loaded.notes) == len(CARDS)
     for field in CARDS:
         assert any(f"'{field}'" in note for note in loaded.notes)
@@ -553,3 +555,9 @@ def test_zz_print_figures():
     """Prints the measured cases (pytest -s), the source of the README's Limits table."""
     for case, (peak, outcome) in FIGURES.items():
         print(f"| {case} | {outcome} | {peak:.0f} MB |")
+
+
+def test_card_examples_the_model_cannot_read_are_left_out(tmp_path):
+    path = tmp_path / "examples.safetensors"
+    path.write_bytes(with_card(tiny_bundle(), {"examples": ["ABC!", "abc"]}))  # reverse reads lowercase only
+    assert load_bundle(path).examples() == ["abc"]

@@ -307,3 +307,15 @@ def test_tokens_that_read_as_markdown_are_shown_as_code_never_rendered(page):
     assert "`" in result.output_text and "<" in result.output_text, "the model should write markdown characters"
     line = next(m.value for m in page.markdown if m.value.startswith("**Output:**"))
     assert line.startswith(f"**Output:** {code(result.output_text)} ")
+
+
+def test_the_beam_section_points_a_well_trained_model_to_the_under_trained_one(page):
+    assert any("under-trained reverse model" in c.value for c in page.caption)
+    page.button(key="decode_beam_demo").click().run()
+    assert not page.exception
+    assert page.selectbox(key="active_model_widget").value == "shipped:reverse-early"
+    bundle = load_bundle(REVERSE.parent / "reverse-early.safetensors")
+    assert shown_input(page) == bundle.card["examples"][0]  # its own example, where beam search wins
+    beam_box = " ".join(m.value for m in page.markdown)
+    assert "different outputs" in beam_box
+    assert not page.get("button") or all(b.key != "decode_beam_demo" for b in page.button)

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import ROOT
 from transformer.checkpoints import load_bundle, read_info
+from transformer.decoding import beam_search, greedy_decode
 from transformer.evaluation import evaluate_bundle
 from transformer.tasks import TASKS
 
@@ -16,9 +17,28 @@ SAMPLES = 300  # a modest sample keeps CI fast; a fixed seed the trainer never s
 SEED = 4242
 
 
+DEMOS = {"reverse-early"}  # assets/build_beam_demo.py: under-trained on purpose, no bar
+
+
 def test_every_task_has_a_bar_and_a_checkpoint():
     assert set(BARS) == set(TASKS)
-    assert {p.stem for p in ZOO.glob("*.safetensors")} == set(TASKS)
+    assert {p.stem for p in ZOO.glob("*.safetensors")} == set(TASKS) | DEMOS
+
+
+def test_the_beam_demo_is_labelled_under_trained_and_beam_search_matters_on_its_examples():
+    bundle = load_bundle(ZOO / "reverse-early.safetensors")
+    card = bundle.card
+    assert card["under_trained"] is True and "under-trained" in bundle.name and card["exact_match"] < 0.9
+    examples = bundle.examples()
+    assert examples == card["examples"] and len(examples) == 4
+    outcomes = []
+    for text in examples:
+        answer = bundle.task.answer(text)
+        greedy = greedy_decode(bundle.model, bundle.tokenizer, text).output_text
+        beam = beam_search(bundle.model, bundle.tokenizer, text, beam=4).text
+        outcomes.append((greedy == answer, beam == answer))
+    assert outcomes[:3] == [(False, True)] * 3  # beam search right where greedy is wrong
+    assert outcomes[3] == (True, True)  # and one where it changes nothing
 
 
 @pytest.mark.parametrize("task", sorted(BARS))

@@ -32,3 +32,14 @@ class ModelBundle:
     @property
     def name(self) -> str:
         return self.card.get("name") or self.task.name
+
+    def examples(self) -> list[str]:
+        """Inputs worth trying: the card's own (those the tokenizer can read), else the task's held-out ones."""
+        chosen = []
+        for text in self.card.get("examples", ()):
+            try:
+                self.tokenizer.encode(text)
+            except ValueError:  # TokenizerError: a card example this model cannot read is left out
+                continue
+            chosen.append(text)
+        return chosen or self.task.examples()

@@ -100,6 +100,11 @@ def _train(v) -> bool:
     return True
 
 
+def _examples(v) -> bool:
+    text_ok = _text(1, 200)[0]
+    return isinstance(v, list) and 1 <= len(v) <= 8 and all(text_ok(x) for x in v)
+
+
 FIELDS = {
     "name": _text(1, 100),
     "created": (_created, "an ISO 8601 date-time"),
@@ -115,6 +120,9 @@ FIELDS = {
     "decoding": (lambda v: v in ("greedy", "teacher_forced"), '"greedy" or "teacher_forced"'),
     "train": (_train, "an object of training settings within their bounds"),
     "parameters": _whole(0, 10**10),
+    # inputs chosen for this model (e.g. where beam search beats greedy), shown before the task's own
+    "examples": (_examples, "a list of 1-8 texts of 1-200 characters without control characters"),
+    "under_trained": (lambda v: type(v) is bool, "true or false"),
 }
 
 

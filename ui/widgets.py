@@ -33,7 +33,7 @@ def current_input(view: View, examples: list[str]) -> str:
 def input_picker(view: View, bundle: ModelBundle, help_text: str) -> str:
     """The input box and the task's held-out examples as pills, both bound to the shared `input` prop;
     returns the input to use."""
-    examples = bundle.task.examples()
+    examples = bundle.examples()
     text = current_input(view, examples)
     # one above the other: beside the box, the pills ran past the page's edge at 1024 px instead of wrapping
     view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200, help=help_text,

@@ -163,7 +163,7 @@ def embedded(view: View, key: str, bundle) -> tuple[str, tuple | None, str]:
     chosen, or an example that repeats a token; one from a link the model cannot read gives way to that."""
     text = view.get("text")
     if text is None:
-        examples = bundle.task.examples()
+        examples = bundle.examples()
         text = next((e for e in examples if len(set(e)) < len(e)), examples[0])  # same token, new position
     try:
         return text, source_embedding(key, registry.version(key), text), ""

@@ -347,7 +347,7 @@ def main() -> None:
     version = registry.version(key)
     if view.from_link("input"):  # a linked input the model cannot read: the default input, with a note
         try:
-            decodes.maps(key, version, current_input(view, bundle.task.examples()))
+            decodes.maps(key, version, current_input(view, bundle.examples()))
         except (TokenizerError, DecodeError) as exc:
             view.refuse("input", f"{bundle.name} cannot decode it: {exc}")
     text = input_picker(view, bundle, help_text=INPUT_HELP)

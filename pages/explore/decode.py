@@ -317,10 +317,20 @@ def beam_panel(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
             st.markdown(f"total log-probability **{score:.4g}** (probability {pct(math.exp(score))})")
     if beam.text == greedy.output_text:
         st.caption(":material/check: Both find the same output.")
+        if not bundle.card.get("under_trained") and BEAM_DEMO in registry.entries():
+            st.caption("A well-trained model is so sure of each token that greedy and beam search almost always "
+                       "agree. Beam search earns its keep on a model that is still unsure: try the under-trained "
+                       "reverse model, whose example inputs include some where only beam search is right.")
+            if st.button("Open the under-trained reverse model", icon=":material/swap_horiz:", key="decode_beam_demo"):
+                registry.set_active(BEAM_DEMO)
+                st.rerun()  # the whole page: this panel is a fragment, and the sidebar shows the model too
     else:
         st.markdown(":orange-badge[:material/compare_arrows: different outputs] beam search found a sequence "
                     f"whose total log-probability differs by {beam.score - greedy.score:+.4g}.")
     view.sync_url()
+
+
+BEAM_DEMO = "shipped:reverse-early"  # assets/build_beam_demo.py: stopped early, so beam search matters
 
 
 def sampling_controls(view: View) -> None:

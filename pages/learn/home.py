@@ -55,7 +55,7 @@ def intro() -> DeltaGenerator:
 def decoded(view: View, key: str, bundle) -> tuple[str, DecodeResult | None, str]:
     """(input, its decode, "") or (input, None, the library's message). An input from a link that the model
     cannot read gives way to the default input, with a note."""
-    text = current_input(view, bundle.task.examples())
+    text = current_input(view, bundle.examples())
     try:
         return text, decodes.greedy(key, registry.version(key), text), ""
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
