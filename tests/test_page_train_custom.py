@@ -1,6 +1,6 @@
 """Train page, your own data (AppTest): upload a TSV or paste pairs, see every problem the checks find (Start
 blocked until the data is fixed), choose the tokenisation, then train in a worker like any built-in task; the
-model it makes decodes without the data."""
+model it makes decodes without the data; uploaded without its data, such a model opens on every page."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from test_page_train import job_of, key, probe_chart, shown_step, state, train_p
 from transformer.checkpoints import bundle_to_bytes, load_bundle
 from transformer.decoding import greedy_decode
 from transformer.tasks.custom import MAX_DATA_BYTES, digest, parse_pairs
-from ui import runs
+from transformer.training import TrainConfig, Trainer
+from ui import model_registry as registry
+from ui import runs, uploads
+from ui.markdown import plain
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "data" / "roman_numerals.tsv"
 
@@ -84,3 +87,32 @@ def test_an_uploaded_file_trains_live_and_its_model_decodes_without_the_data(tra
     assert not loaded.task.has_data and loaded.notes == []
     assert greedy_decode(loaded.model, loaded.tokenizer, probe).output_text == \
         greedy_decode(bundle.model, bundle.tokenizer, probe).output_text
+
+
+PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plotly_chart",
+         "pages/explore/attention.py": "plotly_chart", "pages/concepts/masks.py": "plotly_chart",
+         "pages/concepts/positions.py": "plotly_chart", "pages/models/checkpoints.py": "dataframe"}
+
+
+def test_an_uploaded_custom_checkpoint_opens_on_every_page(app):
+    """A model of your own data, uploaded without its data file, is the active model of every page: no
+    exception, no error, its charts drawn (the examples and answers come from its stored held-out pairs)."""
+    trainer = Trainer(TrainConfig(task="custom", task_params={"data": EXAMPLE.read_text(encoding="utf-8")},
+                                  steps=2))
+    trainer.step()
+    trainer.evaluate()
+    at = app("pages/models/checkpoints.py")
+    at.file_uploader(key=uploads.FILE).upload("roman.safetensors", bundle_to_bytes(trainer.bundle("roman"))).run()
+    assert not at.exception and not errors(at), errors(at)
+    assert at.session_state[registry.ACTIVE].startswith("uploaded:")
+    for page, element in PAGES.items():
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert not errors(at), (page, errors(at))
+        assert at.get(element), f"{page} shows no {element}"
+    at.switch_page("pages/explore/decode.py").run()
+    box = next(t for t in at.text_input if "shared_input" in t.key)
+    box.input("12a").run()  # a character the model never saw: refused by name, nothing raised
+    assert not at.exception
+    shown = [plain(m) for m in errors(at) + [w.value for w in at.warning]]
+    assert any("does not know the character(s) 'a'" in m for m in shown), shown
