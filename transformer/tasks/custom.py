@@ -23,6 +23,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from ..tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
@@ -193,6 +194,21 @@ def parse_pairs(data: bytes | str, delimiter: str | None = None) -> ParsedData:
     return out
 
 
+@lru_cache(maxsize=4)
+def _prepared(data: str) -> tuple[ParsedData, str, list, list]:
+    """(parse_pairs(data), its digest, training pairs, held-out pairs), kept for the same text: a page builds
+    the task from its settings several times a rerun (read-only: CustomTask never changes what it gets)."""
+    parsed = parse_pairs(data)
+    return (parsed, digest(parsed.pairs), *_split(parsed.pairs)) if parsed.ok else (parsed, "", [], [])
+
+
+@lru_cache(maxsize=4)
+def _sentencepiece(data: str) -> SentencePieceTokenizer:
+    """The BPE model of `data`'s sources and targets (deterministic; kept, like `_prepared`, for the same text)."""
+    return SentencePieceTokenizer.train([text for pair in _prepared(data)[0].pairs for text in pair],
+                                        SENTENCEPIECE_VOCAB)
+
+
 def read_data_file(path: str | Path) -> bytes:
     """The bytes of a data file, at most MAX_DATA_BYTES + 1 read (TaskError when it cannot be read)."""
     try:
@@ -254,7 +270,7 @@ class CustomTask(Task):
     def _from_data(self, data) -> None:
         if not isinstance(data, str):
             raise TaskError("custom task: data must be text")
-        parsed = parse_pairs(data)
+        parsed, self.digest, self.train_pairs, self.heldout_pairs = _prepared(data)
         if not parsed.ok:
             raise TaskError(" · ".join(parsed.problems))
         if self.tokenization == "sentencepiece":
@@ -262,9 +278,7 @@ class CustomTask(Task):
             if spaced:
                 raise TaskError(f"{len(spaced)} pair(s) hold runs of spaces (the first: {parsed.pairs[spaced[0]]!r}); "
                                 f"sentencepiece keeps only one: use character tokenisation or single spaces")
-        self.parsed = parsed
-        self.digest = digest(parsed.pairs)
-        self.train_pairs, self.heldout_pairs = _split(parsed.pairs)
+        self.parsed, self._data = parsed, data
         self.source_chars = "".join(sorted({c for s, _ in parsed.pairs for c in s}))
         self.target_chars = "".join(sorted({c for _, t in parsed.pairs for c in t}))
         self._max_source = max(len(s) for s, _ in parsed.pairs)
@@ -336,8 +350,7 @@ class CustomTask(Task):
                 raise TaskError("this custom task's sentencepiece model lives in its checkpoint; "
                                 "training it again needs the data")
             else:
-                lines = [text for pair in self.parsed.pairs for text in pair]
-                self._tokenizer = SentencePieceTokenizer.train(lines, SENTENCEPIECE_VOCAB)
+                self._tokenizer = _sentencepiece(self._data)
         return self._tokenizer
 
     def _check(self, source: str) -> None:
