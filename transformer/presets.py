@@ -1,7 +1,8 @@
 """Per-task presets: the model shape and training recipe that measured fastest to each task's bar.
 
 A preset is plain data (ModelConfig overrides, TrainConfig settings, the bar). `python -m transformer train`
-uses a task's preset when no shape or recipe flag is given; benchmarks/all_tasks.py trains every preset.
+uses a task's preset when no shape or recipe flag is given (a task without one: the library defaults;
+tests/test_presets.py requires one for every task); benchmarks/all_tasks.py trains every preset.
 The bars: held-out greedy exact match of 99% (reverse, copy, sort, addition) or 95% (dates, numbers).
 How each was chosen is in `note` (2-core CPU, one torch thread, with the load at the time).
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tasks import TASKS
 from .training import MODEL_DEFAULTS, TrainConfig, Trainer
 
 __all__ = ["PRESETS", "Preset", "preset"]
@@ -55,7 +55,6 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
     Preset("dates", 0.95, note="the library defaults"),
     Preset("numbers", 0.95, note="the library defaults"),
 )}
-assert set(PRESETS) == set(TASKS), "every task needs a preset"
 
 
 def preset(task: str) -> Preset:
