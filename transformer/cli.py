@@ -4,7 +4,7 @@
            (or --task-file PAIRS.tsv|.csv [--tokenization char|sentencepiece]: your own two-column data)
            [--seed K] [model and training options, --device auto|cpu|cuda among them] --out PATH [--name NAME]
            (no model shape or recipe flag: the task's preset from transformer.presets; --steps may still be set)
-    eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda]
+    eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda] [--lengths A-B]
     decode --checkpoint PATH --input TEXT [--json] [--beam K] [--topk K]
            [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]
     ablate --checkpoint PATH [--samples N] [--mode zero|mean] [--heads KIND:L1H2,...] [--seed K]
@@ -43,6 +43,7 @@ from .devices import DEVICES, resolve_device
 from .sampling import SampleSettings, sample
 from .evaluation import MAX_EVAL_SAMPLES, evaluate_bundle
 from .job import TrainingJob
+from .lengths import evaluate_lengths, parse_lengths
 from .presets import PRESETS
 from .tasks import TASKS, CustomTask
 from .tasks.custom import TOKENIZATIONS, parse_pairs, read_data_file
@@ -135,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--samples", type=int, default=1000)
     evaluate.add_argument("--seed", type=int, default=1, help="seed of the held-out inputs")
     evaluate.add_argument("--device", default="auto", help=f"where to evaluate: {', '.join(DEVICES)}")
+    evaluate.add_argument("--lengths", metavar="A-B",
+                          help="by input length instead: --samples held-out inputs of each length A..B, which may "
+                               "pass the trained lengths (reverse, copy, sort; at most the model's max_len - 1)")
     evaluate.set_defaults(run=run_eval)
 
     decode = commands.add_parser("decode", help="decode one input, optionally as JSON with attention")
@@ -390,9 +394,12 @@ def load_checkpoint(path: Path) -> ModelBundle:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    lengths = parse_lengths(args.lengths) if args.lengths is not None else None  # before the checkpoint is read
     device = resolve_device(args.device)  # ValueError (exit 2) for an unknown name, or cuda without CUDA
     bundle = load_checkpoint(args.checkpoint)
     bundle.model.to(device)  # evaluation follows the model's device
+    if args.lengths is not None:
+        return _eval_lengths(args, bundle, lengths)
     task = bundle.task  # lengths in characters: at least the token counts, whatever the tokenizer
     evaluation_estimate(bundle.config, args.samples, task.max_source_chars + 1, task.max_target_chars + 1).check()
 
@@ -405,6 +412,18 @@ def run_eval(args: argparse.Namespace) -> int:
     if live:
         sys.stderr.write("\n")
     print(strict_json({**metrics, "seed": args.seed, "task": bundle.task.name, "checkpoint": str(args.checkpoint)})[0])
+    return 0
+
+
+def _eval_lengths(args: argparse.Namespace, bundle: ModelBundle, lengths: tuple[int, int]) -> int:
+    """`eval --lengths A-B`: one JSON object with the trained range and a row per length (transformer.lengths)."""
+    def progress(done: int, total: int) -> None:
+        sys.stderr.write(f"\revaluated {done}/{total} lengths")
+
+    report = evaluate_lengths(bundle, *lengths, args.samples, args.seed, progress if sys.stderr.isatty() else None)
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    print(strict_json({**report, "checkpoint": str(args.checkpoint)})[0])
     return 0
 
 

@@ -5,6 +5,7 @@ from ui.state import StateTable
 from ui.tables.attention import ATTENTION
 from ui.tables.checkpoints import CHECKPOINTS
 from ui.tables.decode import DECODE
+from ui.tables.errors import ERRORS
 from ui.tables.home import HOME
 from ui.tables.masks import MASKS
 from ui.tables.positions import POSITIONS
@@ -12,7 +13,7 @@ from ui.tables.shared import SHARED
 from ui.tables.train import TRAIN
 
 TABLES: dict[str, StateTable] = {table.page: table for table in (
-    ATTENTION, CHECKPOINTS, DECODE, HOME, MASKS, POSITIONS, TRAIN,
+    ATTENTION, CHECKPOINTS, DECODE, ERRORS, HOME, MASKS, POSITIONS, TRAIN,
 )}
 
 

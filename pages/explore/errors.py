@@ -1,0 +1,209 @@
+"""Where it fails: the active model's greedy decodes of N held-out inputs counted by input length and output
+position, the most frequent wrong tokens, every failing input (opened on the decoding page at its first wrong
+step), and exact match and token accuracy by input length past the trained lengths."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from ui import decodes
+from ui import model_registry as registry
+from ui.display import show_figure
+from ui.markdown import literal
+from ui.state import View
+from ui.tables.decode import DECODE
+from ui.tables.errors import ERRORS, MAX_LENGTH, PER_LENGTH, SAMPLES
+from ui.widgets import finish, header, require_model
+from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy
+from transformer.error_analysis import ErrorAnalysis, Failure, analyse_errors
+from transformer.export import chart_filename
+from transformer.lengths import LengthError, evaluate_lengths, trained_lengths
+
+DECODE_PAGE = "pages/explore/decode.py"
+SHOWN_FAILURES = 200  # rows of the failing-inputs table (all are counted in the charts)
+PAST_TRAINED = 8  # the by-length view's default reaches this far past the trained lengths
+
+
+def intro() -> DeltaGenerator:
+    notes = header("Where it fails")
+    st.markdown(
+        "A model at 99% still gets some inputs wrong. Here the active model decodes many **held-out** inputs "
+        "(never seen in training) greedily, all at once, and the page counts which ones it gets wrong: by input "
+        "length, by output position, and which token it wrote instead of the right one. Open any failing input "
+        "on the decoding page at the step where it first goes wrong.")
+    return notes
+
+
+def _analyse(key: str, version: int, samples: int, seed: int) -> ErrorAnalysis:
+    bundle = registry.bundle_for(key)
+    return analyse_errors(bundle.model, bundle.tokenizer, bundle.task, samples, seed)
+
+
+def _lengths(key: str, version: int, lo: int, hi: int, per_length: int, seed: int) -> dict:
+    return evaluate_lengths(registry.bundle_for(key), lo, hi, per_length, seed)
+
+
+def decode_params(key: str, failure: Failure) -> dict[str, str]:
+    """The decoding page's query parameters showing `failure` at its first wrong step, every other setting (forced
+    tokens, knocked-out heads, sampling) at its default."""
+    values = {prop.name: prop.default for prop in DECODE.props}
+    values |= {"model": key, "input": failure.source, "step": failure.step + 1}
+    return DECODE.view().params(values)
+
+
+def decode_link(key: str, failure: Failure) -> str:
+    """A link (relative to this page) to the decoding page at the failure's first wrong step."""
+    return "decode?" + urlencode(decode_params(key, failure))
+
+
+def settings(view: View) -> None:
+    left, right, _ = st.columns([2, 2, 3])
+    with left:
+        view.widget("samples", st.number_input, "Held-out inputs", min_value=SAMPLES[0], max_value=SAMPLES[1],
+                    step=100, help="How many held-out inputs to decode (1,000 take about a second).")
+    with right:
+        view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
+                    help="Which held-out inputs are drawn (the same seed draws the same ones).")
+
+
+def summary(analysis: ErrorAnalysis) -> None:
+    wrong = len(analysis.failures)
+    exact, failing, most = st.columns(3)
+    exact.metric("Exact match", f"{analysis.exact_match:.1%}", border=True)
+    failing.metric(f"Failing inputs (of {analysis.samples:,})", f"{wrong:,}", border=True)
+    top = analysis.confusions[0] if analysis.confusions else None
+    most.metric(f"Top mistake ({top[2]} of {wrong:,})" if top else "Top mistake",
+                f"{top[0]} → {top[1]}" if top else "none", border=True,
+                help="Expected → produced, at each failing output's first wrong step")
+
+
+def charts(task: str, analysis: ErrorAnalysis, trained: tuple[int, int] | None) -> None:
+    by_length, by_position = st.columns(2)
+    with by_length:
+        exact = analysis.length_exact / np.maximum(analysis.length_counts, 1)
+        fig = length_metrics(analysis.lengths, {"exact match": exact}, trained, "Exact match by input length",
+                             counts=analysis.length_counts)
+        show_figure(fig, chart_filename(task, "errors-by-length"), key="errors_chart_length")
+    with by_position:
+        fig = position_accuracy(analysis.position_counts, analysis.position_hits, analysis.first_errors,
+                                "Token accuracy by output position")
+        show_figure(fig, chart_filename(task, "errors-by-position"), key="errors_chart_position")
+    st.caption("Output position p is decode step p (the answer's tokens, then `</s>`); its bar counts only the "
+               "inputs whose answer is that long. Once an output goes wrong it is conditioned on its own mistake, so "
+               "the red line, where outputs *first* go wrong, says more than the bars after it.")
+    if analysis.confusions:
+        fig = confusion_bars(analysis.confusions, "Most frequent wrong tokens (expected → produced)")
+        show_figure(fig, chart_filename(task, "errors-tokens"), key="errors_chart_tokens")
+
+
+def failure_table(key: str, analysis: ErrorAnalysis) -> None:
+    st.subheader("Failing inputs")
+    if not analysis.failures:
+        st.success(f"The model got all {analysis.samples:,} held-out inputs right.", icon=":material/check:")
+        return
+    shown = analysis.failures[:SHOWN_FAILURES]
+    table = pd.DataFrame({
+        "input": [f.source for f in shown],
+        "decode": [decode_link(key, f) for f in shown],
+        "first wrong step": [f.step + 1 for f in shown],
+        "there": [f"{f.expected_piece} → {f.produced_piece}" for f in shown],
+        "expected": [f.expected for f in shown],
+        "produced": [f.produced for f in shown],
+        "length": [len(f.source) for f in shown],
+    })
+    st.dataframe(table, hide_index=True, key="errors_failures", column_config={
+        "decode": st.column_config.LinkColumn("Decode", display_text="open ↗", width="small",
+                                              help="Open it on the decoding page at its first wrong step (new tab)"),
+        "there": st.column_config.TextColumn("Expected → produced", help="At the first wrong step"),
+    })
+    wrong = len(analysis.failures)
+    more = f" (the first {SHOWN_FAILURES} of {wrong:,})" if wrong > SHOWN_FAILURES else ""
+    st.caption(f"Failing inputs in the order they were drawn{more}. The Decode link opens a new tab; or open one here:")
+    pick, go = st.columns([3, 2], vertical_alignment="bottom")
+    index = pick.selectbox("Failing input", range(len(shown)), key="errors_pick",
+                           format_func=lambda i: f"{shown[i].source} (step {shown[i].step + 1}: "
+                                                 f"{shown[i].expected_piece} → {shown[i].produced_piece})")
+    if go.button("Open on the decoding page", key="errors_open", icon=":material/play_arrow:", width="stretch"):
+        st.switch_page(DECODE_PAGE, query_params=decode_params(key, shown[index]))
+
+
+@st.fragment
+def by_length(view: View, key: str, version: int, bundle) -> None:
+    """Exact match and token accuracy by input length, past the trained lengths when the model has positions."""
+    st.subheader("Length generalisation")
+    try:
+        trained = trained_lengths(bundle.task)
+    except LengthError as exc:
+        st.info(f"Not for this model: {literal(str(exc))}.", icon=":material/info:")
+        return
+    longest = min(MAX_LENGTH, bundle.config.max_len - 1)
+    st.markdown(
+        f"Trained on inputs of {trained[0]} to {trained[1]} letters, how does the model do on longer ones? "
+        f"Its positions end at {bundle.config.max_len} (`max_len`), so it can read at most {longest} letters; "
+        "longer lengths are refused. Exact match is greedy; token accuracy is teacher-forced (each step given the "
+        "right prefix).")
+    lo = view.get("len_from") or trained[0]
+    hi = view.get("len_to") or min(trained[1] + PAST_TRAINED, longest)
+    first, last, per, _ = st.columns([2, 2, 2, 3])
+    with first:
+        view.widget("len_from", st.number_input, "From length", min_value=1, max_value=MAX_LENGTH,
+                    to_widget=lambda _: lo)
+    with last:
+        view.widget("len_to", st.number_input, "To length", min_value=1, max_value=MAX_LENGTH,
+                    to_widget=lambda _: hi)
+    with per:
+        view.widget("per_length", st.number_input, "Inputs per length", min_value=PER_LENGTH[0],
+                    max_value=PER_LENGTH[1], step=50)
+    seed = view.get("seed")
+    try:
+        with st.spinner("Evaluating each length…"):
+            report = decodes.memo("lengths", _lengths, key, version, lo, hi, view.get("per_length"), seed)
+    except ValueError as exc:  # LengthError, BudgetError
+        st.error(f"Cannot evaluate these lengths: {literal(str(exc))}.", icon=":material/error:")
+        view.sync_url()
+        return
+    rows = report["lengths"]
+    fig = length_metrics([r["length"] for r in rows], {
+        "exact match": [r["exact_match"] for r in rows], "token accuracy": [r["token_accuracy"] for r in rows]},
+        trained, f"Held-out exact match and token accuracy by input length · {bundle.task.name}",
+        counts=[r["samples"] for r in rows])
+    show_figure(fig, chart_filename(bundle.task.name, "by-length"), key="errors_chart_lengths")
+    outside = [r for r in rows if not r["trained"]]
+    if outside:
+        worst = min(outside, key=lambda r: r["exact_match"])
+        st.caption(f"Past the trained lengths: exact match {worst['exact_match']:.1%} at length {worst['length']} "
+                   f"(the lowest outside the shaded band), on {report['samples_per_length']:,} inputs per length.")
+    view.sync_url()
+
+
+def main() -> None:
+    view = ERRORS.view()
+    notes = intro()
+    key, bundle = require_model()
+    settings(view)
+    version = registry.version(key)
+    try:
+        with st.spinner("Decoding the held-out inputs…"):
+            analysis = decodes.memo("errors", _analyse, key, version, view.get("samples"), view.get("seed"))
+    except ValueError as exc:  # BudgetError, or inputs longer than the model's positions
+        st.error(f"Cannot analyse this model: {literal(str(exc))}.", icon=":material/error:")
+        finish(view, notes)
+        return
+    try:
+        trained = trained_lengths(bundle.task)
+    except LengthError:
+        trained = None
+    summary(analysis)
+    charts(bundle.task.name, analysis, trained)
+    failure_table(key, analysis)
+    st.divider()
+    by_length(view, key, version, bundle)
+    finish(view, notes)
+
+
+main()

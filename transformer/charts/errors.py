@@ -1,0 +1,98 @@
+"""Where a model fails: metrics by input length (the trained range marked), accuracy by output position and the
+most frequent wrong tokens."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import display_piece, figure
+
+# metric name -> line colour (Okabe-Ito)
+METRIC_COLORS = {"exact match": "#0072B2", "token accuracy": "#E69F00"}
+TRAINED_FILL = "rgba(0, 158, 115, 0.13)"
+
+
+def _trained_band(trained: tuple[int, int] | None) -> dict:
+    """Layout shapes and annotations shading lengths trained[0]..trained[1] (none for None)."""
+    if trained is None:
+        return {}
+    lo, hi = trained
+    return dict(
+        shapes=[dict(type="rect", xref="x", yref="paper", x0=lo - 0.5, x1=hi + 0.5, y0=0, y1=1, layer="below",
+                     fillcolor=TRAINED_FILL, line=dict(width=0))],
+        annotations=[dict(xref="x", yref="paper", x=(lo + hi) / 2, y=0.02, yanchor="bottom", showarrow=False,
+                          text=f"trained lengths {lo}–{hi}", font=dict(size=13, color="#00704f"))])
+
+
+def _count_ticks(top: int) -> dict:
+    """Axis settings for whole counts up to `top`: integer ticks only (plotly's own would repeat "1", "1")."""
+    return dict(rangemode="tozero", tickformat=",d", dtick=max(1, -(-int(top) // 5)))
+
+
+def _steps_axis(n: int, title: str) -> dict:
+    """An x axis of whole numbers 1..n (every one labelled while they fit)."""
+    return dict(title=dict(text=title), dtick=1 if n <= 12 else None, range=[0.4, n + 0.6] if n else None,
+                gridcolor="#eee")
+
+
+def length_metrics(lengths, metrics: dict[str, np.ndarray], trained: tuple[int, int] | None, title: str,
+                   counts=None) -> go.Figure:
+    """One line per metric (`metrics`: name -> a 0..1 value per length in `lengths`), the trained lengths shaded;
+    `counts` (inputs per length) shown on hover."""
+    x = np.asarray(lengths, dtype=np.int64)
+    hover_n = "" if counts is None else "<br>%{customdata:,} inputs"
+    traces = []
+    for name, values in metrics.items():
+        y = np.asarray(values, dtype=np.float32)
+        if y.shape != x.shape:
+            raise ValueError(f"{name}: {y.shape[0] if y.ndim else 0} values for {x.shape[0]} lengths")
+        traces.append(go.Scatter(
+            x=x, y=y, name=name, mode="lines+markers", line=dict(color=METRIC_COLORS.get(name, "#444"), width=2.5),
+            marker=dict(size=8), customdata=None if counts is None else np.asarray(counts),
+            hovertemplate=f"length %{{x}}<br>{name} %{{y:.1%}}{hover_n}<extra></extra>"))
+    band = _trained_band(trained)
+    return figure(traces, title, height=380, top=96, left=60, **band,
+                  legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+                  xaxis=dict(title=dict(text="input length"), dtick=1 if len(x) <= 12 else None, gridcolor="#eee",
+                             range=[float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None),
+                  yaxis=dict(title=dict(text="held-out inputs"), range=[0, 1.04], tickformat=".0%", gridcolor="#eee"))
+
+
+def position_accuracy(counts, hits, first_errors, title: str) -> go.Figure:
+    """Per output position (decode step, 1-based on the axis): the share of outputs with the answer's token
+    there (bars, over the inputs whose answer reaches it), and how many failing outputs first go wrong there
+    (a line on the right axis)."""
+    counts, hits, first = (np.asarray(a, dtype=np.int64) for a in (counts, hits, first_errors))
+    if not counts.shape == hits.shape == first.shape:
+        raise ValueError(f"counts, hits and first_errors differ in length: {counts.shape}, {hits.shape}, {first.shape}")
+    steps = np.arange(1, len(counts) + 1)
+    share = np.divide(hits, counts, out=np.zeros(len(counts)), where=counts > 0).astype(np.float32)
+    traces = [
+        go.Bar(x=steps, y=share, name="token right", marker=dict(color="#56B4E9"),
+               customdata=np.stack([hits, counts], 1),
+               hovertemplate="step %{x}<br>%{y:.1%} right (%{customdata[0]:,} of %{customdata[1]:,})<extra></extra>"),
+        go.Scatter(x=steps, y=first, name="first wrong step", yaxis="y2", mode="lines+markers",
+                   line=dict(color="#D55E00", width=2), marker=dict(size=7),
+                   hovertemplate="step %{x}<br>%{y:,} outputs first go wrong here<extra></extra>"),
+    ]
+    return figure(traces, title, height=380, top=96, left=60,
+                  legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+                  xaxis=_steps_axis(len(steps), "output position (decode step)"),
+                  yaxis=dict(title=dict(text="token right"), range=[0, 1.04], tickformat=".0%", gridcolor="#eee"),
+                  yaxis2=dict(title=dict(text="failing outputs"), overlaying="y", side="right", showgrid=False,
+                              **_count_ticks(first.max(initial=0))))
+
+
+def confusion_bars(confusions: list[tuple[str, str, int]], title: str, top: int = 12) -> go.Figure:
+    """The `top` most frequent (expected, produced, count) wrong tokens as horizontal bars, most frequent on top."""
+    shown = confusions[:top]
+    labels = [f"{display_piece(want)} → {display_piece(got)}" for want, got, _ in shown]
+    values = [n for *_, n in shown]
+    trace = go.Bar(x=values, y=labels, orientation="h", marker=dict(color="#D55E00"), text=values,
+                   textposition="outside", cliponaxis=False,
+                   hovertemplate="expected → produced: %{y}<br>%{x:,} failing outputs<extra></extra>")
+    return figure([trace], title, height=26 * max(len(shown), 1) + 140, left=10,
+                  xaxis=dict(title=dict(text="failing outputs (at their first wrong step)"), gridcolor="#eee",
+                             **_count_ticks(max(values, default=0))),
+                  yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=15)))
