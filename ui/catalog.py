@@ -20,6 +20,7 @@ PAGES = (
     PageInfo("Explore a model", "pages/explore/attention.py", "All attention heads", ":material/grid_view:",
              "attention"),
     PageInfo("Explore a model", "pages/explore/errors.py", "Where it fails", ":material/troubleshoot:", "errors"),
+    PageInfo("Explore a model", "pages/explore/compare.py", "Compare two models", ":material/compare:", "compare"),
     PageInfo("Concepts", "pages/concepts/masks.py", "Masks", ":material/visibility_off:", "masks"),
     PageInfo("Concepts", "pages/concepts/positions.py", "Positional encoding", ":material/waves:", "positions"),
     PageInfo("Models", "pages/models/train.py", "Train live", ":material/model_training:", "train"),

@@ -22,7 +22,7 @@ from . import state
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets" / "checkpoints"
 STORE = ModelStore.from_env(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
-ORIGINS = ("trained", "uploaded")
+ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a run's weights at a step, kept
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
@@ -32,7 +32,7 @@ SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
 class ModelEntry:
     key: str
     label: str
-    origin: str  # "shipped", "trained" or "uploaded"
+    origin: str  # "shipped", "trained", "uploaded" or "snapshot"
     path: Path | None = None
 
 

@@ -35,9 +35,15 @@ from transformer.training import TrainConfig, Trainer
 from transformer.ray_jobs import configured_address, make_job, ray_available
 from transformer.worker import ProcessJob, launch_worker
 from ui import display
+from ui import model_registry as registry
 from ui.run_settings import RunSettings
 
 RUN = "train_run"  # session_state key of the current Run
+HISTORY = "train_history"  # session_state key: this session's earlier runs, oldest first (ended, no worker)
+MAX_HISTORY = 8  # earlier runs kept for the runs table (each holds its last weights and probes: ~1-3 MB)
+RUN_COUNT = "train_run_count"  # session_state key: runs numbered so far
+KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapshots, oldest first
+MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
 POLL_SECONDS = 0.75  # live view refresh while training runs
 PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it keeps MAX_PROBES)
 IDLE_TIMEOUT = 60.0  # seconds without a heartbeat before a running job of a vanished session stops
@@ -63,6 +69,8 @@ class Run:
     task: Task
     manual: tuple[int, ProbeResult] | None = None
     added: dict[int, str] = field(default_factory=dict)  # step -> model entry key, once "used"
+    kept: dict[int, str] = field(default_factory=dict)  # step -> model entry key of a kept snapshot
+    number: int = 0  # 1, 2, ... in the order this session started its runs
     _caught_up: int | None = None  # the step catch_up last probed for
 
     # -- the job, through these only
@@ -278,17 +286,60 @@ def launch(run: Run, steps: int | None = None) -> None:
     when the line is full: then nothing changes, the previous run included."""
     run.start(steps)
     previous = st.session_state.get(RUN)
+    run.number = st.session_state[RUN_COUNT] = st.session_state.get(RUN_COUNT, 0) + 1
     st.session_state[RUN] = run
     _register(run.job, _session_id())
     if previous is not None:
         previous.stop()
+        _retire(previous)
 
 
 def discard_run() -> None:
-    """Stop this session's run (its worker ends after the current step) and forget it."""
+    """Stop this session's run (its worker ends after the current step) and clear it from the Train page; it
+    stays in the session's runs table."""
     run = st.session_state.pop(RUN, None)
     if run is not None:
         run.stop()
+        _retire(run)
+
+
+def _retire(run: Run) -> None:
+    """Keep an ended run among the session's earlier runs (the oldest beyond MAX_HISTORY is forgotten)."""
+    st.session_state[HISTORY] = [*st.session_state.get(HISTORY, []), run][-MAX_HISTORY:]
+
+
+def session_runs() -> list[Run]:
+    """Every run of this session still known, oldest first: the earlier ones, then the current one."""
+    current = st.session_state.get(RUN)
+    return [*st.session_state.get(HISTORY, []), *([current] if current is not None else [])]
+
+
+def run_model(run: Run, origin: str = "trained", name: str | None = None) -> str:
+    """The registry key of the run's weights as of now, added to this session's models (not made active) unless
+    this step's are already there; origin "snapshot" keeps them as a snapshot (see keep_snapshot)."""
+    bundle = run.bundle()
+    step = bundle.card["steps"]
+    known = (run.kept if origin == "snapshot" else run.added).get(step)
+    if known is not None and known in registry.entries():
+        return known
+    bundle.card.update(name=name or f"{run.task.name}-run{run.number}-step{step}", run=run.number)
+    key = registry.add_session_model(bundle, origin, activate=False)
+    (run.kept if origin == "snapshot" else run.added)[step] = key
+    return key
+
+
+def keep_snapshot(run: Run) -> str:
+    """Keep the run's weights as of now as a model of this session (origin "snapshot", named by run and
+    step), for the Compare page and every other; at most MAX_SNAPSHOTS are kept: beyond that the oldest one
+    that is not the active model is removed. Returns its registry key."""
+    key = run_model(run, "snapshot")
+    kept = [k for k in st.session_state.get(KEPT, []) if k in registry.entries() and k != key] + [key]
+    while len(kept) > MAX_SNAPSHOTS:
+        oldest = next((k for k in kept if k != registry.active_key()), kept[0])
+        kept.remove(oldest)
+        registry.remove_session_model(oldest)
+    st.session_state[KEPT] = kept
+    return key
 
 
 # --------------------------------------------------------------------------------------------- keeper

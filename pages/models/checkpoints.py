@@ -11,7 +11,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from ui import model_registry as registry
-from ui import uploads
+from ui import runs_table, uploads
 from ui.markdown import literal
 from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
@@ -28,7 +28,7 @@ from transformer.tokenizers import SPECIALS
 
 EXAMPLE_POOL = 200  # at most this many of the evaluated pairs are decoded again for worked examples
 SHOWN_EXAMPLES = 4
-ORIGINS = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded"}
+ORIGINS = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded", "snapshot": "snapshot"}
 
 
 @dataclass(frozen=True)
@@ -337,6 +337,7 @@ def main() -> None:
             key, bundle = card_section(view, entries)
         with right:
             evaluation_section(view, key, bundle)
+        runs_table.section()
     st.divider()
     upload_section(view)
     finish(view, notes)

@@ -268,7 +268,7 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
                    help="Run exactly this many steps, then pause (a new run starts paused if none is live).")
     cols[6].button("Reset", key="train_reset", icon=":material/restart_alt:", width="stretch",
                    disabled=run is None, on_click=runs.discard_run,
-                   help="Stop and discard this run (use or download its model first).")
+                   help="Stop this run and clear this page (it stays in the runs table on the Checkpoints page).")
 
 
 def probe_changed(view: View) -> None:
@@ -388,6 +388,7 @@ def live_view(view: View, run: runs.Run) -> None:
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
     metrics_row(snapshot)
+    keep_row(run, snapshot)
     probe, curves = st.columns([1.5, 1], gap="large")
     with curves:
         fig = runs.figures().get("curves", (id(run.job), len(snapshot.history)),
@@ -399,6 +400,25 @@ def live_view(view: View, run: runs.Run) -> None:
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
     view.sync_url()
+
+
+def keep_clicked(run: runs.Run) -> None:
+    key = runs.keep_snapshot(run)
+    runs.say("success", f"Kept “{registry.entries()[key].label}”: pick it on the Compare page or in the sidebar.",
+             "keep")
+
+
+def keep_row(run: runs.Run, snapshot) -> None:
+    """Keep the weights as of now (a snapshot, at most runs.MAX_SNAPSHOTS per session) to compare them later."""
+    kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.button(f"Keep weights at step {snapshot.step:,}", key="train_keep", icon=":material/bookmark_add:",
+                  disabled=snapshot.step == 0 or snapshot.step in run.kept, on_click=keep_clicked, args=(run,),
+                  help="Keep the model as it is now, to compare it with a later step on the Compare page "
+                       f"(at most {runs.MAX_SNAPSHOTS} kept; the oldest goes first).")
+        done = f"Kept: {', '.join(f'step {step:,}' for step, _ in kept)}. " if kept else ""
+        st.caption(done + "Compare two kept steps, or a step with the finished model, on the Compare page.")
+    show_message("keep")
 
 
 @st.fragment(run_every=runs.POLL_SECONDS)

@@ -4,6 +4,7 @@ current page's table before anything renders, so the sidebar's model picker alre
 from ui.state import StateTable
 from ui.tables.attention import ATTENTION
 from ui.tables.checkpoints import CHECKPOINTS
+from ui.tables.compare import COMPARE
 from ui.tables.decode import DECODE
 from ui.tables.errors import ERRORS
 from ui.tables.home import HOME
@@ -13,7 +14,7 @@ from ui.tables.shared import SHARED
 from ui.tables.train import TRAIN
 
 TABLES: dict[str, StateTable] = {table.page: table for table in (
-    ATTENTION, CHECKPOINTS, DECODE, ERRORS, HOME, MASKS, POSITIONS, TRAIN,
+    ATTENTION, CHECKPOINTS, COMPARE, DECODE, ERRORS, HOME, MASKS, POSITIONS, TRAIN,
 )}
 
 

@@ -1,0 +1,166 @@
+"""The runs table (Checkpoints page): every training run of this session (running, paused, finished, failed)
+and every other model it can use (pretrained, uploaded, kept snapshots, trained models from a link) in one
+table: task, shape, settings, steps, time, final metrics. Pick two to compare (the Compare page opens with
+both), one to make active, one to download."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from transformer.checkpoints import bundle_to_bytes
+from transformer.tasks import TASKS
+
+from . import model_registry as registry
+from . import runs
+from .tables.compare import COMPARE
+
+TABLE = "runs_table"  # widget key of the table (its selection)
+COMPARE_PAGE = "pages/explore/compare.py"
+ORIGIN_NAMES = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded",
+                "snapshot": "snapshot of a run"}
+STATE_NAMES = {"idle": "not started", "queued": "waiting", "running": "running", "paused": "paused",
+               "stopped": "stopped", "finished": "finished", "error": "failed"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: `run` for a training run of this session, else the model's registry `key`."""
+
+    id: str
+    values: dict
+    run: runs.Run | None = None
+    key: str | None = None
+
+
+def shape_text(config: dict) -> str:
+    """"2+2 × 4 heads, d 64": encoder + decoder layers, heads, d_model."""
+    return f"{config['n_enc_layers']}+{config['n_dec_layers']} × {config['n_heads']} heads, d {config['d_model']}"
+
+
+def _settings(train: dict | None) -> str:
+    if not train:
+        return "–"
+    return f"{train.get('optimizer', '?')}, lr {train.get('lr', 0):g}, batch {train.get('batch_size', '?')}"
+
+
+def _task(name: str, params: dict) -> str:
+    title = TASKS[name].title if name in TASKS else name
+    return title + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+
+
+def _line(source: str, state: str, name: str, task: str, shape: str, settings: str, steps, seconds, metrics: dict
+          ) -> dict:
+    pct = {k: None if metrics.get(k) is None else 100 * metrics[k] for k in ("exact_match", "token_accuracy")}
+    return {"Source": source, "State": state, "Model": name, "Task": task, "Shape": shape, "Settings": settings,
+            "Steps": steps, "Time (s)": seconds, "Exact match": pct["exact_match"],
+            "Token accuracy": pct["token_accuracy"], "Loss": metrics.get("loss")}
+
+
+def run_row(run: runs.Run) -> Row:
+    snap = run.snapshot()
+    train = run.settings.train.to_dict()
+    final = snap.history[-1] if snap.history else {}
+    state = STATE_NAMES.get(snap.state, snap.state)
+    if snap.state == "finished" and snap.finished_reason:
+        state += f" ({snap.finished_reason})"
+    return Row(f"run:{run.number}", _line(f"run {run.number}", state, f"{run.task.name}-run{run.number}",
+                                          _task(train["task"], train["task_params"]), shape_text(run.settings.model),
+                                          _settings(train), snap.step, round(snap.elapsed, 1), final), run=run)
+
+
+def model_row(key: str, entry: registry.ModelEntry, infos: dict) -> Row:
+    """A model from its card (a pretrained one from its file header alone: no weights loaded)."""
+    info = infos.get(key)
+    if info is not None:
+        name, task, params, config, card = info.name, info.task, info.task_params, info.config, info.card
+    else:
+        bundle = registry.bundle_for(key)
+        name, task, params, card = bundle.name, bundle.task.name, bundle.task.params, bundle.card
+        config = bundle.config.to_dict()
+    source = ORIGIN_NAMES.get(entry.origin, entry.origin)
+    return Row(key, _line(source, "ready", name, _task(task, params), shape_text(config), _settings(card.get("train")),
+                          card.get("steps"), card.get("seconds"), card), key=key)
+
+
+def rows() -> list[Row]:
+    """The session's runs (oldest first), then every model not already a run's (pretrained first)."""
+    session_runs = runs.session_runs()
+    from_runs = {key for run in session_runs for key in run.added.values()}
+    infos = {registry.shipped_key(i.path): i for i in registry.shipped_infos() if i.error is None}
+    return [run_row(run) for run in session_runs] + [
+        model_row(key, entry, infos) for key, entry in registry.entries().items() if key not in from_runs]
+
+
+def model_key(row: Row) -> str:
+    """The registry key of a row's model: a run's weights as of now join the session's models first."""
+    return row.key if row.run is None else runs.run_model(row.run)
+
+
+def picked(table: list[Row]) -> list[Row]:
+    event = st.session_state.get(TABLE)
+    return [table[i] for i in (event["selection"]["rows"] if event else []) if i < len(table)]
+
+
+def activate(table: list[Row]) -> None:
+    """on_click of Make active (before the sidebar's picker renders)."""
+    chosen = picked(table)
+    if len(chosen) == 1:
+        registry.set_active(model_key(chosen[0]))
+
+
+def file_name(row: Row) -> str:
+    if row.run is not None:
+        return f"{row.run.task.name}-run{row.run.number}.safetensors"
+    entry = registry.entries()[row.key]
+    return entry.path.name if entry.path is not None else \
+        f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', registry.bundle_for(row.key).name)}.safetensors"
+
+
+def file_bytes(row: Row) -> bytes:
+    """The row's model as a .safetensors file (made only when the download is clicked)."""
+    if row.run is not None:
+        return bundle_to_bytes(row.run.bundle(file_name(row).removesuffix(".safetensors")))
+    entry = registry.entries()[row.key]
+    return entry.path.read_bytes() if entry.path is not None else bundle_to_bytes(registry.bundle_for(row.key))
+
+
+def section() -> None:
+    st.subheader("Training runs and models")
+    table = rows()
+    frame = pd.DataFrame([r.values for r in table])
+    st.dataframe(frame, hide_index=True, key=TABLE, on_select="rerun", selection_mode="multi-row",
+                 placeholder="—", column_config={
+                     "Steps": st.column_config.NumberColumn("Steps", format="localized"),
+                     "Time (s)": st.column_config.NumberColumn("Time (s)", format="%.1f"),
+                     "Exact match": st.column_config.NumberColumn(
+                         "Exact match", format="%.1f%%", help="Greedy exact match on held-out inputs: a run's last "
+                         "evaluation, a model's card"),
+                     "Token accuracy": st.column_config.NumberColumn("Token accuracy", format="%.1f%%"),
+                     "Loss": st.column_config.NumberColumn("Loss", format="%.4f")})
+    chosen = picked(table)
+    with st.container(horizontal=True):
+        compare = st.button("Compare the two picked", key="runs_compare", icon=":material/compare:",
+                            disabled=len(chosen) != 2, help="Opens the Compare page with both (pick two rows).")
+        st.button("Make active", key="runs_activate", icon=":material/check_circle:", disabled=len(chosen) != 1,
+                  on_click=activate, args=(table,), help="Every page uses the active model (pick one row).")
+        if len(chosen) == 1:
+            row = chosen[0]
+            st.download_button("Download", data=lambda: file_bytes(row), file_name=file_name(row),
+                               mime="application/octet-stream",
+                               key="runs_download", icon=":material/download:", on_click="ignore")
+        else:
+            st.button("Download", key="runs_download_off", icon=":material/download:", disabled=True,
+                      help="Pick one row to download its model.")
+    st.caption("Every run this session started (the newest on the Train page; earlier ones stay here, at most "
+               f"{runs.MAX_HISTORY}) and every model it can use. Tick rows to compare two, or make one active or "
+               "download it; a run's model is its weights as of now.")
+    if compare and len(chosen) == 2:
+        view = COMPARE.view()
+        a, b = (model_key(row) for row in chosen)
+        view.set("a", a)
+        view.set("b", b)
+        st.switch_page(COMPARE_PAGE)
