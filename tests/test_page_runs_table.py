@@ -135,3 +135,8 @@ def test_launching_a_run_keeps_the_previous_one_and_the_history_is_bounded(monke
 def test_registry_origins_include_kept_snapshots():
     assert "snapshot" in registry.ORIGINS
     assert "snapshot" in runs_table.ORIGIN_NAMES
+
+
+def test_a_long_task_setting_such_as_a_data_set_is_not_spelled_out():
+    text = runs_table._task("reverse", {"min_len": 1, "text": "a\tb\n" * 100})
+    assert text == "Reverse a string (min_len=1, text=…)"

@@ -48,8 +48,10 @@ def _settings(train: dict | None) -> str:
 
 
 def _task(name: str, params: dict) -> str:
+    """The task's title and its short settings (a long one, such as a data set's text, as "…")."""
     title = TASKS[name].title if name in TASKS else name
-    return title + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+    shown = [f"{k}={v if len(str(v)) <= 40 else '…'}" for k, v in list(params.items())[:8]]
+    return title + (f" ({', '.join(shown)})" if shown else "")
 
 
 def _line(source: str, state: str, name: str, task: str, shape: str, settings: str, steps, seconds, metrics: dict
@@ -79,7 +81,7 @@ def model_row(key: str, entry: registry.ModelEntry, infos: dict) -> Row:
         name, task, params, config, card = info.name, info.task, info.task_params, info.config, info.card
     else:
         bundle = registry.bundle_for(key)
-        name, task, params, card = bundle.name, bundle.task.name, bundle.task.params, bundle.card
+        name, task, params, card = bundle.name, bundle.task.name, bundle.task.card_params(), bundle.card
         config = bundle.config.to_dict()
     source = ORIGIN_NAMES.get(entry.origin, entry.origin)
     return Row(key, _line(source, "ready", name, _task(task, params), shape_text(config), _settings(card.get("train")),

@@ -262,7 +262,7 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
 
 
 def task_signature(bundle: ModelBundle) -> str:
-    return json.dumps([bundle.task.name, bundle.task.params], sort_keys=True)
+    return json.dumps([bundle.task.name, bundle.task.params], sort_keys=True, default=str)
 
 
 def _score(key: str, version: int, signature: str, samples: int, seed: int) -> dict:
@@ -330,7 +330,7 @@ def scores(view: View, sides: list[Side]) -> None:
 
 def settings_of(bundle: ModelBundle) -> dict:
     """Every setting that made the model, flat: task, model configuration, training settings (when recorded)."""
-    flat = {"task": bundle.task.name, **{f"task.{k}": v for k, v in bundle.task.params.items()}}
+    flat = {"task": bundle.task.name, **{f"task.{k}": v for k, v in bundle.task.card_params().items()}}
     flat |= {f"model.{k}": v for k, v in bundle.config.to_dict().items()}
     flat |= {f"train.{k}": v for k, v in (bundle.card.get("train") or {}).items() if k not in ("task", "task_params")}
     return flat
@@ -339,7 +339,8 @@ def settings_of(bundle: ModelBundle) -> dict:
 def settings_diff(a: ModelBundle, b: ModelBundle) -> pd.DataFrame:
     """One row per setting of either model, those that differ first."""
     sa, sb = settings_of(a), settings_of(b)
-    rows = [{"Setting": name, "A": json.dumps(sa.get(name, "–")), "B": json.dumps(sb.get(name, "–")),
+    rows = [{"Setting": name, "A": json.dumps(sa.get(name, "–"), default=str),
+             "B": json.dumps(sb.get(name, "–"), default=str),
              "Differs": sa.get(name, "–") != sb.get(name, "–")} for name in dict.fromkeys([*sa, *sb])]
     return pd.DataFrame(rows).sort_values("Differs", ascending=False, kind="stable").reset_index(drop=True)
 
