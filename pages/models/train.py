@@ -413,7 +413,7 @@ def keep_row(run: runs.Run, snapshot) -> None:
     kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
     with st.container(horizontal=True, vertical_alignment="center"):
         st.button(f"Keep weights at step {snapshot.step:,}", key="train_keep", icon=":material/bookmark_add:",
-                  disabled=snapshot.step == 0 or snapshot.step in run.kept, on_click=keep_clicked, args=(run,),
+                  disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=keep_clicked, args=(run,),
                   help="Keep the model as it is now, to compare it with a later step on the Compare page "
                        f"(at most {runs.MAX_SNAPSHOTS} kept; the oldest goes first).")
         done = f"Kept: {', '.join(f'step {step:,}' for step, _ in kept)}. " if kept else ""
