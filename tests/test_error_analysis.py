@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import REVERSE, needs_reverse
+from conftest import REVERSE, ROOT, needs_reverse
 from transformer import error_analysis
 from transformer import lengths as lengths_module
 from transformer.budget import BudgetError
@@ -22,6 +22,7 @@ from transformer.lengths import LengthError, check_fits, evaluate_lengths, parse
 from transformer.special_tokens import EOS
 from transformer.tasks import Dates, Reverse, is_heldout
 from transformer.tokenizers import CharTokenizer
+from transformer.training import TrainConfig, Trainer
 
 pytestmark = needs_reverse
 
@@ -72,6 +73,17 @@ def test_error_analysis_counts_equal_a_recount_one_input_at_a_time(bundle):
 def test_error_analysis_refuses_a_bad_sample_count(bundle):
     with pytest.raises(ValueError, match="samples must be between 1 and"):
         analyse_errors(bundle.model, bundle.tokenizer, bundle.task, 0, 1)
+
+
+def test_a_task_with_fewer_held_out_inputs_than_asked_counts_those_it_has():
+    data = (ROOT / "assets" / "data" / "roman_numerals.tsv").read_text(encoding="utf-8")
+    trainer = Trainer(TrainConfig(task="custom", task_params={"data": data}, steps=2))
+    trainer.step()
+    custom = trainer.bundle("roman")
+    held = len(custom.task.heldout_pairs)
+    got = analyse_errors(custom.model.eval(), custom.tokenizer, custom.task, 1000, 1)
+    assert got.samples == held == int(got.length_counts.sum()) < 1000
+    assert got.exact_match == 1 - len(got.failures) / held
 
 
 def test_error_analysis_over_the_memory_budget_is_refused_before_decoding(bundle, monkeypatch):

@@ -12,11 +12,13 @@ import pytest
 
 from conftest import REVERSE, needs_reverse, open_link
 from plotly_specs import array, specs
-from transformer.checkpoints import load_bundle
+from transformer.checkpoints import bundle_to_bytes, load_bundle
 from transformer.decoding import greedy_decode
 from transformer.error_analysis import analyse_errors
 from transformer.lengths import evaluate_lengths
 from transformer.special_tokens import EOS
+from transformer.training import TrainConfig, Trainer
+from ui import uploads
 
 PAGE, DECODE = "pages/explore/errors.py", "pages/explore/decode.py"
 pytestmark = needs_reverse
@@ -117,3 +119,18 @@ def test_a_link_sets_the_inputs_and_a_task_without_lengths_says_so(shipped):
     assert not dates.exception
     assert "the dates task has no input-length parameter" in dates.info[0].value.replace("\\", "")
     assert "Exact match by input length" in titled(dates)
+
+
+def test_an_uploaded_model_of_your_own_data_is_analysed_on_the_held_out_pairs_it_stores(app):
+    data = (REVERSE.parents[2] / "assets" / "data" / "roman_numerals.tsv").read_text(encoding="utf-8")
+    trainer = Trainer(TrainConfig(task="custom", task_params={"data": data}, steps=2))
+    trainer.step()
+    at = app("pages/models/checkpoints.py")
+    at.file_uploader(key=uploads.FILE).upload("roman.safetensors", bundle_to_bytes(trainer.bundle("roman"))).run()
+    at.switch_page(PAGE).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    held = len(trainer.bundle("roman").task.heldout_pairs)
+    assert at.metric[1].label == f"Failing inputs (of {held})"
+    assert any(f"only {held} held-out inputs" in c.value for c in at.caption)
+    assert "Exact match by input length" in titled(at)
+    assert "has no input-length parameter" in at.info[0].value.replace("\\", "")

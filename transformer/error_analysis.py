@@ -42,7 +42,7 @@ class Failure:
 class ErrorAnalysis:
     """Counts over `samples` held-out inputs (arrays indexed alike: `lengths` in characters, positions 0..)."""
 
-    samples: int
+    samples: int  # inputs analysed (fewer than asked for when a task has fewer held-out inputs)
     seed: int
     lengths: np.ndarray  # distinct input lengths, ascending
     length_counts: np.ndarray  # inputs of each length
@@ -108,7 +108,7 @@ def analyse_errors(model: EncoderDecoder, tokenizer: Tokenizer, task: Task, samp
             failures.append(Failure(source, expected, produced, step, want, got))
     lengths = sorted(by_length)
     return ErrorAnalysis(
-        samples=samples, seed=seed, lengths=np.array(lengths),
+        samples=len(pairs), seed=seed, lengths=np.array(lengths),
         length_counts=np.array([by_length[n][0] for n in lengths]),
         length_exact=np.array([by_length[n][1] for n in lengths]),
         position_counts=counts, position_hits=hits_at, first_errors=firsts,

@@ -198,6 +198,8 @@ def main() -> None:
         trained = trained_lengths(bundle.task)
     except LengthError:
         trained = None
+    if analysis.samples < view.get("samples"):
+        st.caption(f"This model's task has only {analysis.samples:,} held-out inputs: all of them are analysed.")
     summary(analysis)
     charts(bundle.task.name, analysis, trained)
     failure_table(key, analysis)
