@@ -707,7 +707,7 @@ HOSTILE = [  # (query, the URL the page shows after it: the default view, bar wh
     ({"d_model": "nan"}, {}), ({"lr": "nan"}, {}), ({"lr": "inf"}, {}), ({"lr": "-0.01"}, {}), ({"dropout": "0.9"}, {}),
     ({"steps": "99999999999999999999"}, {}), ({"seed": "-1"}, {}), ({"batch_size": "1e3"}, {}),
     ({"min_len": "20"}, {}), ({"task": "addition", "min_len": "3"}, {"task": "addition"}),
-    ({"stop_early": "yes"}, {}), ({"norm": "mid"}, {}), ({"positional": "rope"}, {}),
+    ({"stop_early": "yes"}, {}), ({"norm": "mid"}, {}), ({"positional": "xpos"}, {}),
     ({"probe": "ABC!"}, {}), ({"probe": "a" * 121}, {}), ({"probe": "a\x00b"}, {}),
     ({"layer": "2"}, {}), ({"head": "5"}, {}), ({"head": "-1"}, {}), ({"v": "2", "seed": "1"}, {}),
     ({"unknown": "1"}, {}), ({"step_count": "5"}, {}), ({"snapshot": "3"}, {}), ({"model": "copy"}, {}),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 NORMS = ("pre", "post")
-POSITIONALS = ("sinusoidal", "learned", "none")
+POSITIONALS = ("sinusoidal", "learned", "none", "rope", "alibi")  # rope, alibi: inside self-attention
 
 # Inclusive bounds for every numeric field. They keep an untrusted checkpoint or an absurd form input
 # from allocating gigabytes: the largest model they allow is still a few hundred MB.
@@ -68,6 +68,8 @@ class ModelConfig:
             raise ConfigError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
         if self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.positional == "rope" and self.d_head % 2:
+            raise ConfigError(f"rope turns pairs of dimensions: d_model / n_heads = {self.d_head} must be even")
 
     @property
     def d_head(self) -> int:

@@ -1,7 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", after the Annotated Transformer.
 
 Pre-norm residual sublayers by default (post-norm, the paper's, as an option), multi-head attention,
-position-wise feed-forward, embeddings scaled by sqrt(d_model), sinusoidal positions, log-softmax generator.
+position-wise feed-forward, embeddings scaled by sqrt(d_model), log-softmax generator. Positions: sinusoidal
+(default) or learned added to the embeddings, none, or RoPE / ALiBi in self-attention only (encoder and
+decoder; cross-attention relates two different sequences, so its queries and keys get no positions there).
 Attention is reported through an optional `AttentionTrace`; modules never keep per-call state.
 """
 
@@ -55,13 +57,16 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, index: int):
         super().__init__()
         self.index = index
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm,
+                                            config.positional)
         self.feed_forward = FeedForward(config)
         self.residuals = nn.ModuleList([Residual(config), Residual(config)])
 
-    def forward(self, x, mask, trace=None):
+    def forward(self, x, mask, trace=None, positions=None):
+        """`positions`: (len,) absolute positions for RoPE / ALiBi (None: none)."""
         site = ("encoder_self", self.index)
-        x = self.residuals[0](x, lambda y: self.self_attn(y, self.self_attn.keys_values(y), mask, trace, site))
+        x = self.residuals[0](x, lambda y: self.self_attn(y, self.self_attn.keys_values(y, positions), mask, trace,
+                                                          site, positions))
         return self.residuals[1](x, self.feed_forward)
 
 
@@ -97,20 +102,23 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, index: int):
         super().__init__()
         self.index = index
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm,
+                                            config.positional)
         self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads, config.dropout, config.qk_norm)
         self.feed_forward = FeedForward(config)
         self.residuals = nn.ModuleList([Residual(config) for _ in range(3)])
 
-    def forward(self, x, memory, src_mask, tgt_mask, trace=None, cache: LayerCache | None = None):
+    def forward(self, x, memory, src_mask, tgt_mask, trace=None, cache: LayerCache | None = None, positions=None):
+        """`positions`: the new tokens' (len,) absolute positions for RoPE / ALiBi (None: none); the cache holds
+        keys already rotated at theirs."""
         def self_attention(y):
-            k, v = self.self_attn.keys_values(y)
+            k, v = self.self_attn.keys_values(y, positions)
             if cache is not None:
                 if cache.self_kv is not None:
                     k = torch.cat([cache.self_kv[0], k], dim=2)
                     v = torch.cat([cache.self_kv[1], v], dim=2)
                 cache.self_kv = (k, v)
-            return self.self_attn(y, (k, v), tgt_mask, trace, ("decoder_self", self.index))
+            return self.self_attn(y, (k, v), tgt_mask, trace, ("decoder_self", self.index), positions)
 
         def cross_attention(y):
             if cache is None:
@@ -184,8 +192,9 @@ class EncoderDecoder(nn.Module):
     def encode(self, src, src_mask, trace: AttentionTrace | None = None, positions: bool = True):
         """(batch, src_len) ids and (batch, 1, 1, src_len) mask -> memory (batch, src_len, d_model)."""
         x = self.src_embed(src, positions=positions, trace=trace, side="src")
+        where = torch.arange(src.size(1), device=src.device) if positions else None
         for layer in self.encoder.layers:
-            x = layer(x, src_mask, trace)
+            x = layer(x, src_mask, trace, where)
         return self.encoder.norm(x)
 
     def decode(
@@ -207,8 +216,9 @@ class EncoderDecoder(nn.Module):
         if cache is not None and not cache.layers:
             cache.layers = [LayerCache() for _ in self.decoder.layers]
         x = self.tgt_embed(tgt, offset, positions, trace, side="tgt")
+        where = torch.arange(offset, offset + tgt.size(1), device=tgt.device) if positions else None
         for i, layer in enumerate(self.decoder.layers):
-            x = layer(x, memory, src_mask, tgt_mask, trace, cache.layers[i] if cache is not None else None)
+            x = layer(x, memory, src_mask, tgt_mask, trace, cache.layers[i] if cache is not None else None, where)
         return self.decoder.norm(x)
 
     def forward(self, src, tgt, src_mask, tgt_mask, trace: AttentionTrace | None = None):

@@ -1,4 +1,6 @@
-"""Positional information: sinusoidal (default), learned, or none."""
+"""Positional information: sinusoidal (default), learned or none, added to the embeddings; or RoPE (rotary:
+each head's queries and keys rotated by their position) or ALiBi (a per-head linear bias on the scores) applied
+inside self-attention, with nothing added to the embeddings."""
 
 from __future__ import annotations
 
@@ -23,6 +25,37 @@ def sinusoidal_table(length: int, d_model: int) -> torch.Tensor:
     return table
 
 
+IN_ATTENTION = ("rope", "alibi")  # schemes applied in self-attention rather than added to the embeddings
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """RoPE: x (..., len, d) with even d, each pair (2i, 2i+1) turned by the angle pos * w_i, w_i =
+    10000^(-2i/d) (`frequencies(d)`), for the (len,) absolute `positions`. Then
+    rotate(q, m) . rotate(k, n) depends on q, k and the offset n - m only."""
+    angles = positions.to(x.dtype)[:, None] * frequencies(x.size(-1), x.dtype).to(x.device)  # (len, d/2)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """(n_heads,) ALiBi slopes (Press et al. 2022): the geometric sequence 2^(-8/n), 2^(-16/n), ... for n a
+    power of two; otherwise those of the power of two below, then every other slope of the one above."""
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
+
+    below = 2 ** math.floor(math.log2(n_heads))
+    slopes = geometric(below) + geometric(2 * below)[0::2][: n_heads - below]
+    return torch.tensor(slopes)
+
+
+def alibi_bias(slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+    """(heads, queries, keys) ALiBi bias -slope_h * |i - j| added to the scores. Symmetric, so the encoder
+    (which sees both sides) is penalised by distance too; under the causal mask it is the paper's -m (i - j)."""
+    distance = (query_positions[:, None] - key_positions[None, :]).abs().to(slopes.dtype)
+    return -slopes[:, None, None] * distance
+
+
 class PositionalEncoding(nn.Module):
     """Gives the (1, len, d_model) positional term for positions offset .. offset + len - 1."""
 
@@ -33,12 +66,12 @@ class PositionalEncoding(nn.Module):
         self.d_model = d_model
         if kind == "learned":
             self.embedding = nn.Embedding(max_len, d_model)
-        else:  # deterministic (zeros for "none"), so not saved in checkpoints and not rebuilt per forward
+        else:  # deterministic (zeros for "none", "rope", "alibi"), so not saved in checkpoints nor rebuilt
             table = sinusoidal_table(max_len, d_model) if kind == "sinusoidal" else torch.zeros(max_len, d_model)
             self.register_buffer("table", table, persistent=False)
 
     def full_table(self) -> torch.Tensor:
-        """(max_len, d_model): every position's encoding (zeros for kind "none")."""
+        """(max_len, d_model): every position's encoding (zeros for "none" and the in-attention schemes)."""
         return self.embedding.weight if self.kind == "learned" else self.table
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:

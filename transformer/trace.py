@@ -17,7 +17,8 @@ KINDS = ("encoder_self", "decoder_self", "cross")
 class AttentionRecord:
     """One attention call. All tensors are (batch, heads, queries, keys), detached.
 
-    scores:  q.k / sqrt(d_head) before masking and softmax (q and k after the model's qk-norm, if it has one)
+    scores:  q.k / sqrt(d_head) before masking and softmax (q and k after the model's qk-norm, if it has one,
+             and RoPE's rotation; under ALiBi with each head's bias -slope * |i - j| added)
     mask:    the boolean mask that was applied (True = may attend), broadcast to the scores' shape
     weights: the softmax weights after masking (masked entries exactly 0)
     """

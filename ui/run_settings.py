@@ -24,7 +24,8 @@ MODEL_DEFAULTS_ALL: dict[str, Any] = {
 }
 TRAIN_DEFAULTS = TrainConfig()
 NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}
-POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "None"}
+POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "None",
+                     "rope": "RoPE (rotary, in attention)", "alibi": "ALiBi (distance bias, in attention)"}
 DEVICE_LABELS = {"auto": "Auto (the GPU when there is one)", "cpu": "CPU", "cuda": "GPU (CUDA)"}
 
 

@@ -214,6 +214,13 @@ True (blue) means *may attend*.
     view.sync_url()
 
 
+# what the recorded self-attention scores hold for models whose positions act inside attention
+SCORE_NOTES = {"rope": "This model uses RoPE: these are the scores of its rotated queries and keys "
+                       "(the positional-encoding page shows the rotation).",
+               "alibi": "This model uses ALiBi: these scores include the head's bias −slope·|i − j| "
+                        "(the positional-encoding page shows each head's)."}
+
+
 @st.fragment
 def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> None:
     st.header("3 · Scores before the softmax, weights after", divider="gray")
@@ -232,6 +239,8 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     enc, dec = labels(batch, b)
     q_labels, k_labels = {"encoder_self": (enc, enc), "decoder_self": (dec, dec), "cross": (dec, enc)}[kind]
     scores, mask, weights = (getattr(record, f)[b, head].numpy() for f in ("scores", "mask", "weights"))
+    if kind != "cross" and cfg.positional in SCORE_NOTES:
+        st.caption(SCORE_NOTES[cfg.positional])
     c1, c2 = st.columns(2)
     with c1:
         fig = charts.scores_heatmap(scores, mask, q_labels, k_labels,

@@ -1,5 +1,6 @@
 """Positional encoding: the sinusoidal table, its curves and similarities, the rotation that shifts it by k,
-the active model's own encodings added to its embeddings, and what decoding without positions does."""
+the active model's own encodings added to its embeddings (or, for a RoPE or ALiBi model, its query/key pair
+turned per frequency or each head's bias), and what decoding without positions does."""
 
 from __future__ import annotations
 
@@ -16,15 +17,17 @@ from ui.state import View
 from ui.tables.positions import MAX_DIMS, POSITIONS
 from ui.widgets import finish, header, require_model, verdict
 from transformer import charts
+from transformer.charts import positions_inside
 from transformer.decoding import teacher_forced
 from transformer.headstats import alignment_score, focus_head
-from transformer.pe_rotation import model_positions, rotation_demo
-from transformer.positional import sinusoidal_table
+from transformer.pe_rotation import RopeDemo, alibi_biases, model_positions, rope_demo, rotation_demo
+from transformer.positional import IN_ATTENTION, sinusoidal_table
 from transformer.trace import EmbeddingRecord
 
 DEMO_POSITIONS = (0, 1, 2, 5, 10, 20, 50, 100, 200)
 SHOWN_PAIRS = 2  # 2x2 blocks of M_k written out as a formula
 CURVE_DIMS = (4, 5, 12, 24)  # plotted until others are chosen (those below d_model)
+MAX_PAIRS = 8  # RoPE frequency pairs drawn (the fastest ones)
 
 
 def source_embedding(key: str, version: int, text: str) -> tuple[list[str], EmbeddingRecord]:
@@ -148,6 +151,17 @@ def model_encodings(bundle) -> None:
     if kind == "none":
         st.info("This model was trained without positional encodings: its encoder sees only a bag of tokens.")
         return
+    if kind in IN_ATTENTION:
+        st.markdown(
+            f"This model uses **{'RoPE (rotary positions)' if kind == 'rope' else 'ALiBi (linear biases)'}**: "
+            "nothing is added to its embeddings. Positions enter inside every self-attention layer (encoder and "
+            "decoder) instead, "
+            + ("by turning each head's queries and keys by an angle that grows with their position."
+               if kind == "rope" else "as a penalty on each score that grows with the distance between query "
+               "and key.")
+            + " Cross-attention gets none: its queries and keys come from two different sequences. "
+              "Section 3b below shows it on an input.")
+        return
     st.markdown(
         f"This model uses **{kind}** encodings, {cfg.max_len} positions × {cfg.d_model} dimensions"
         + (" — the same formula as above." if kind == "sinusoidal" else
@@ -182,6 +196,104 @@ def embedding_sum(bundle, embedding: tuple) -> None:
     display.show_figure(fig, f"{bundle.task.name}_embedding_sum", key="fig-pe-sum")
     st.caption("A token that appears twice gets the same embedding both times (left) but a different sum "
                "(right): that difference is all the encoder knows about order.")
+
+
+# ----------------------------------------------------------------------------------------- 3b RoPE, ALiBi
+def rope_pair(key: str, version: int, text: str, query_pos: int, key_pos: int, head: int) -> RopeDemo:
+    """The RoPE demo of the first encoder layer's `head` for `text`, kept in the decodes' cache."""
+    return decodes.memo("rope_demo", _rope_pair, key, version, text, query_pos, key_pos, head)
+
+
+def _rope_pair(key: str, version: int, text: str, query_pos: int, key_pos: int, head: int) -> RopeDemo:
+    bundle = registry.bundle_for(key)
+    ids = teacher_forced(bundle.model, bundle.tokenizer, text, "").source_ids
+    return rope_demo(bundle.model, ids, query_pos, key_pos, 0, head)
+
+
+def chosen_position(view: View, name: str, length: int, default: int) -> int:
+    """A position prop within the input's `length` tokens; one past it (from a link) is refused."""
+    value = view.get(name)
+    if value is not None and value >= length:
+        view.refuse(name, f"this input has positions 0..{length - 1} only")
+        value = None
+    return default if value is None else value
+
+
+@st.fragment
+def rope_view(view: View, key: str, bundle, text: str, pieces: list[str]) -> None:
+    cfg = bundle.config
+    st.header("3b · RoPE: positions as a rotation of queries and keys", divider="gray")
+    st.markdown(
+        "RoPE splits each head's query and key into pairs of dimensions and turns pair *i* by the angle "
+        "*pos·ωᵢ* (the same frequencies as the sinusoids above). The query at position *m* and the key at "
+        "*n* are turned by *mωᵢ* and *nωᵢ*; their dot product only sees the difference of the two angles, so "
+        "the score depends on the content and on the offset *n − m*, never on where the pair stands.")
+    st.latex(r"	ilde q_m = R(m\omega)\,q,\quad 	ilde k_n = R(n\omega)\,k,\qquad "
+             r"	ilde q_m\cdot	ilde k_n = q^	op Rig((n-m)\,\omegaig)\,k")
+    labels = charts.token_labels(pieces)
+    last = len(pieces) - 1
+    c1, c2, c3 = st.columns(3)
+    query_pos = view.widget("query_pos", c1.select_slider, "Query position m", list(range(last + 1)),
+                            to_widget=lambda _: chosen_position(view, "query_pos", last + 1, last),
+                            format_func=lambda p: labels[p])
+    key_pos = view.widget("key_pos", c2.select_slider, "Key position n", list(range(last + 1)),
+                          to_widget=lambda _: chosen_position(view, "key_pos", last + 1, 0),
+                          format_func=lambda p: labels[p])
+    head = view.get("head")
+    if head > cfg.n_heads:
+        view.refuse("head", f"this model has heads 1..{cfg.n_heads}")
+    head = view.widget("head", c3.selectbox, "Head (first encoder layer)", list(range(1, cfg.n_heads + 1)))
+    demo = rope_pair(key, registry.version(key), text, query_pos, key_pos, head - 1)
+    shown = slice(0, MAX_PAIRS)
+    fig = positions_inside.rope_pairs(demo.q[shown], demo.k[shown], demo.q_rot[shown], demo.k_rot[shown],
+                                      demo.freqs[shown], query_pos, key_pos,
+                                      f"RoPE · encoder layer 1, head {head} · query {labels[query_pos]}, "
+                                      f"key {labels[key_pos]}")
+    display.show_figure(fig, f"{bundle.task.name}_rope_pairs_h{head}_{query_pos}_{key_pos}", key="fig-rope-pairs")
+    more = len(demo.freqs) - MAX_PAIRS
+    st.caption("Dotted: the layer's own query (orange) and key (blue) for this input, per pair of dimensions; "
+               "solid: after RoPE turned them. Fast pairs (left) turn far, slow ones hardly at all."
+               + (f" The {more} slower pairs are left out of the drawing (the table has them)." if more > 0 else ""))
+    left, right = st.columns([1, 2])
+    with left:
+        st.metric("score q̃·k̃ / √d_head", f"{demo.score:.4f}",
+                  help="From the rotated pair above, computed here.")
+        st.metric("the trace's recorded score", f"{demo.recorded:.4f}",
+                  help="What the model's traced forward pass recorded before softmax for this query, key and head.")
+        st.metric("max |q̃·k̃ at (m+s, n+s) − at (m, n)|", f"{demo.spread:.1e}",
+                  help=f"over every shift s = 0..{int(demo.shifts[-1])}; float32 rounding, the identity is exact.")
+    with right:
+        fig = positions_inside.rope_offset_check(demo.shifts, demo.dots, query_pos, key_pos)
+        display.show_figure(fig, f"{bundle.task.name}_rope_offset_h{head}", key="fig-rope-offset")
+    pairs = np.arange(len(demo.freqs))
+    st.dataframe(pd.DataFrame({
+        "pair i": pairs, "ω_i": np.round(demo.freqs, 6),
+        "query turned m·ω_i (°)": np.round(np.degrees(query_pos * demo.freqs) % 360, 2),
+        "key turned n·ω_i (°)": np.round(np.degrees(key_pos * demo.freqs) % 360, 2),
+        "share of q̃·k̃": np.round(demo.contributions, 4),
+    }), hide_index=True, height=220, width="stretch")
+    st.caption("Each pair's share depends on the query, the key and (m − n)·ω_i only; the shares sum to q̃·k̃.")
+    view.sync_url()
+
+
+def alibi_view(bundle, pieces: list[str]) -> None:
+    st.header("3b · ALiBi: positions as a distance penalty per head", divider="gray")
+    st.markdown(
+        "ALiBi adds nothing to the embeddings and turns nothing: each head subtracts from every score its own "
+        "slope *m_h* times the distance between query and key. A steep head looks near; a gentle one far. The "
+        "scores the trace records (and the masks page shows) include this bias.")
+    st.latex(r"	ext{score}_{ij} = rac{q_i\cdot k_j}{\sqrt{d_{head}}} - m_h\,|i-j|,\qquad "
+             r"m_h = 2^{-8h/H}\ \ (h = 1..H)")
+    slopes, bias = alibi_biases(bundle.model, len(pieces))
+    labels = charts.token_labels(pieces)
+    fig = positions_inside.alibi_bias_grid(bias, slopes, labels,
+                                           f"ALiBi · {bundle.name} · each head's bias for this input")
+    display.show_figure(fig, f"{bundle.task.name}_alibi_bias", key="fig-alibi-bias")
+    st.dataframe(pd.DataFrame({"head": np.arange(1, len(slopes) + 1), "slope m_h": slopes,
+                               "bias at distance 1": -slopes, f"at distance {len(pieces) - 1}":
+                               -slopes * (len(pieces) - 1)}), hide_index=True, width="stretch")
+    st.caption("The encoder's bias is symmetric (it sees both sides); the decoder's self-attention uses the same "
+               "one under its causal mask, the paper's form; cross-attention has none.")
 
 
 # ----------------------------------------------------------------------------------------- 4 no positions
@@ -238,7 +350,12 @@ def main() -> None:
         st.error(f"This input cannot be used: {literal(str(error))}", icon=":material/error:")
         finish(view, notes)
         return
-    embedding_sum(bundle, embedding)
+    if bundle.config.positional == "rope":
+        rope_view(view, key, bundle, text, embedding[0])
+    elif bundle.config.positional == "alibi":
+        alibi_view(bundle, embedding[0])
+    else:
+        embedding_sum(bundle, embedding)
     without_positions(view, key, bundle, text)
     finish(view, notes)
 

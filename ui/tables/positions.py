@@ -1,5 +1,6 @@
 """The positional-encoding page's view: the sinusoidal table's size and plotted dimensions, the offset k of
-the rotation, the input whose embeddings it shows, and the decode without positions."""
+the rotation, the input whose embeddings it shows, a RoPE model's query/key pair (positions, head), and the
+decode without positions."""
 
 from __future__ import annotations
 
@@ -60,4 +61,8 @@ POSITIONS = register(StateTable("positions", (
     Int("k", default=5, lo=1, hi=50),  # the rotation's offset
     Text("text", default=None, max_chars=200, depends_on=("model",)),  # None: an example that repeats a token
     Flag("no_positions"),
+    # RoPE models: the query and key positions (0-based, within the input) and the 1-based head of the pair shown
+    Int("query_pos", default=None, lo=0, hi=1023, depends_on=("model", "text")),  # None: the input's last token
+    Int("key_pos", default=0, lo=0, hi=1023, depends_on=("model", "text")),
+    Int("head", default=1, lo=1, hi=16, depends_on=("model",)),
 )))
