@@ -236,3 +236,17 @@ def test_cli_trains_and_saves_the_scheme(tmp_path, capsys, scheme):
     assert main(["train", "--task", "reverse", "--positional", "xpos", "--steps", "1", "--out",
                  str(tmp_path / "x.safetensors")]) == 2
     assert "positional" in capsys.readouterr().err
+
+
+def test_a_fully_masked_row_gets_zero_weight_with_a_bias_on_both_paths():
+    from transformer.attention import attend
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 3, 4) for _ in range(3))
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, True, True]])[None, None]
+    bias = -torch.tensor(SLOPES_4)[:, None, None] * torch.rand(4, 3, 3)
+    trace = AttentionTrace()
+    fast, slow = attend(q, k, v, mask, bias=bias), attend(q, k, v, mask, trace=trace, site=("cross", 0), bias=bias)
+    torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-6)
+    assert torch.equal(fast[:, :, 1], torch.zeros_like(fast[:, :, 1]))
+    torch.testing.assert_close(trace.attention["cross"][0].scores, q @ k.transpose(-2, -1) / 2 + bias)

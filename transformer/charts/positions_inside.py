@@ -22,13 +22,13 @@ def _arrow(pair: np.ndarray, name: str, color: str, dash: str, panel: int, first
 def rope_pairs(q, k, q_rot, k_rot, freqs, query_pos: int, key_pos: int,
                title: str = "RoPE · the query/key pair turned per frequency") -> go.Figure:
     """One panel per frequency pair i ((pairs, 2) arrays, `freqs` (pairs,) in radians per position): the
-    query before (dashed) and after (solid) turning by query_pos * w_i, the key likewise by key_pos * w_i."""
+    query before (dotted) and after (solid) turning by query_pos * w_i, the key likewise by key_pos * w_i.
+    Each panel is scaled to its own pair's length (the hover gives the values)."""
     q, k, q_rot, k_rot = (as_array(a, 2, name) for a, name in ((q, "q"), (k, "k"), (q_rot, "q_rot"),
                                                                    (k_rot, "k_rot")))
     w = as_array(freqs, 1, "freqs")
     if not q.shape == k.shape == q_rot.shape == k_rot.shape == (len(w), 2):
         raise ValueError("q, k and their rotations must be (pairs, 2) with one frequency per pair")
-    bound = 1.1 * max(float(np.abs(np.stack([q, k])).max()), 1e-6)
     arrows = (("query", "dot", QUERY_COLOR, 0), (f"query at {query_pos}", "solid", QUERY_COLOR, query_pos),
               ("key", "dot", KEY_COLOR, 0), (f"key at {key_pos}", "solid", KEY_COLOR, key_pos))
     traces = []
@@ -38,11 +38,13 @@ def rope_pairs(q, k, q_rot, k_rot, freqs, query_pos: int, key_pos: int,
             hover = (f"pair {i} (dims {2 * i}, {2 * i + 1})<br>{name}<br>turned {np.degrees(pos * wi):.1f}°"
                      f"<br>(%{{x:.3f}}, %{{y:.3f}})<br>relative turn (m − n)·ω = {relative}")
             traces.append(_arrow(vec, name, color, dash, i, i == 0, hover))
-    axis = dict(range=[-bound, bound], showticklabels=False, showgrid=False, zeroline=True, zerolinecolor="#ddd")
+    axis = dict(showticklabels=False, showgrid=False, zeroline=True, zerolinecolor="#ddd")
     layout = side_by_side([f"pair {i}<br>ω={wi:.3g}" for i, wi in enumerate(w)], spacing=0.012,
                           xaxis=axis, yaxis=axis, title_size=12)
-    for i in range(len(w)):  # round circles: each panel's y scaled like its x
-        suffix = "" if i == 0 else str(i + 1)
+    lengths = np.maximum(np.linalg.norm(q, axis=-1), np.linalg.norm(k, axis=-1))  # rotation keeps lengths
+    for i, length in enumerate(lengths):  # each panel fits its own pair, y scaled like x (circles stay round)
+        suffix, bound = "" if i == 0 else str(i + 1), 1.15 * max(float(length), 1e-6)
+        layout[f"xaxis{suffix}"]["range"] = layout[f"yaxis{suffix}"]["range"] = [-bound, bound]
         layout[f"yaxis{suffix}"]["scaleanchor"] = f"x{suffix}"
     return figure(traces, title, height=300, top=100, legend=dict(orientation="h", y=-0.05, x=0), **layout)
 
