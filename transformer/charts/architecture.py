@@ -57,8 +57,8 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
     d_head = d_model // n_heads
     heads = f"{n_heads} head{'s' if n_heads > 1 else ''} × {d_head} dims"
     positions = {"sinusoidal": "+ sinusoidal positions", "learned": "+ learned positions",
-                 "none": "(no positions)", "rope": "(RoPE: rotary positions in self-attention)",
-                 "alibi": "(ALiBi: distance bias in self-attention)"}[positional]
+                 "none": "(no positions)", "rope": "(RoPE in self-attention)",
+                 "alibi": "(ALiBi in self-attention)"}[positional]
     ffn = f"<b>Feed-forward</b><br>{d_model} → {d_ff} → {d_model}"
 
     sublayers = {
