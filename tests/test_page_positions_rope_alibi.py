@@ -151,3 +151,11 @@ def test_the_masks_page_says_what_the_scores_hold(app):
     at.switch_page("pages/concepts/masks.py").run()
     assert not at.exception
     assert any("include the head's bias" in c.value for c in at.caption)
+
+
+def test_the_train_page_names_a_shape_rope_cannot_turn():
+    from ui.run_settings import MODEL_DEFAULTS_ALL, model_problem
+
+    odd = {**MODEL_DEFAULTS_ALL, "d_model": 24, "n_heads": 8, "positional": "rope"}
+    assert "must be even" in model_problem(odd)
+    assert model_problem({**odd, "positional": "alibi"}) is None
