@@ -56,6 +56,11 @@ def test_a_knocked_out_head_is_marked_and_its_weights_still_shown(app, bundle):
     knocked = ablated_decode(bundle, shown_input(at), [A.Head("cross", 1, 0)])
     np.testing.assert_allclose(weights, knocked.cross[1, 0].numpy(), atol=1e-5)
     assert any("is knocked out" in w.value for w in at.warning)
+    intact = greedy_decode(bundle.model, bundle.tokenizer, shown_input(at))
+    assert intact.cross.shape == knocked.cross.shape  # the same output length here: the change is drawn
+    change = next(s for s in specs(at) if s["layout"]["title"]["text"].endswith("change from the intact model"))
+    np.testing.assert_allclose(array(change["data"][0]["z"]), (knocked.cross[1, 0] - intact.cross[1, 0]).numpy(),
+                               atol=1e-5)
 
 
 def test_mean_mode_and_a_link_bring_the_same_ablation_back(clean_caches, bundle):

@@ -21,6 +21,7 @@ from ui.widgets import current_input, finish, header, input_picker, require_mode
 from transformer import charts
 from transformer.ablation import Head
 from transformer.attention_maps import AttentionMap
+from transformer.charts.compare import difference_heatmap
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename, figure_to_html, figure_to_image, image_export_available
 from transformer.tokenizers import TokenizerError
@@ -156,6 +157,8 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
             else:
                 st.caption("Click a cell to read its query, key and weight.")
             display.csv_download(weights, rows, cols, stem, key=f"csv_{stem}")
+    if knocked:
+        change_from_intact(amap, layer, head, source, stem)
     mean = amap.head_average(layer)
     mean_stem = f"{chart_filename(task_name, amap.kind, layer)}_mean"
     with st.container(horizontal=True, gap="large"):
@@ -171,6 +174,29 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
                         "agree keep it sharp.")
             display.csv_download(mean, rows, cols, mean_stem, key=f"csv_{mean_stem}")
     view.sync_url()
+
+
+def change_from_intact(amap: AttentionMap, layer: int, head: int, source: tuple, stem: str) -> None:
+    """With heads knocked out: this head's weights minus the intact model's on the same input, where the two
+    decodes have the same shape (an ablated decode may write a different number of tokens)."""
+    key, version, text, _, _ = source
+    intact = decodes.maps(key, version, text)[amap.kind]
+    if intact.weights.shape != amap.weights.shape:
+        st.caption(f"The intact model wrote {intact.weights.shape[2]} decoder positions here and the ablated one "
+                   f"{amap.weights.shape[2]}: there is no cell-by-cell change to show.")
+        return
+    rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
+    change = amap.weights[layer, head] - intact.weights[layer, head]
+    title = f"{charts.KIND_TITLES[amap.kind]} · L{layer + 1} H{head + 1} · change from the intact model"
+    with st.container(horizontal=True, gap="large"):
+        fig = decodes.figure((*source, "change", amap.kind, layer, head), lambda: difference_heatmap(
+            amap.weights[layer, head], intact.weights[layer, head], rows, cols, title, mask=amap.mask))
+        display.show_figure(fig, f"{stem}_change", key=f"attention_change_{stem}", width="content")
+        with st.container(width="stretch"):
+            st.markdown(f"**What the knockout changed in this head:** the ablated model's weights minus the intact "
+                        f"model's (red: it attends more now; blue: less). Largest change: "
+                        f"**{float(np.abs(change).max()):.3f}**.")
+            display.csv_download(change, rows, cols, f"{stem}_change", key=f"csv_{stem}_change")
 
 
 # ---------------------------------------------------------------------------------------------- all heads
