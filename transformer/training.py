@@ -146,7 +146,9 @@ def make_optimizers(model: EncoderDecoder, train: TrainConfig) -> list[torch.opt
 class Trainer:
     """A task, its tokenizer, a model and an optimiser, advanced one `step()` at a time."""
 
-    def __init__(self, train: TrainConfig, model: dict | None = None):
+    def __init__(self, train: TrainConfig, model: dict | None = None, max_len: int | None = None):
+        """`max_len`: the model's positions when more than the task needs (to evaluate it on longer inputs
+        later); None: what the task needs."""
         self.config = train.validate()
         overrides = dict(model or {})
         derived = sorted(set(overrides) & set(DERIVED_MODEL_KEYS))
@@ -155,8 +157,11 @@ class Trainer:
         self.task = make_task(train.task, **train.task_params)
         self.tokenizer = self.task.make_tokenizer(train.seed)
         vocab = self.tokenizer.vocab_size
-        longest = max(self.task.max_source_chars, self.task.max_target_chars) + 2  # + <s>/</s>
-        model_config = ModelConfig(src_vocab=vocab, tgt_vocab=vocab, max_len=longest, **{**MODEL_DEFAULTS, **overrides})
+        needed = max(self.task.max_source_chars, self.task.max_target_chars) + 2  # + <s>/</s>
+        if max_len is not None and max_len < needed:
+            raise ValueError(f"max_len {max_len} is too short: this task needs {needed} positions")
+        model_config = ModelConfig(src_vocab=vocab, tgt_vocab=vocab, max_len=max_len or needed,
+                                   **{**MODEL_DEFAULTS, **overrides})
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(train.seed)
             self.model = EncoderDecoder(model_config)

@@ -21,6 +21,7 @@ from . import state
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets" / "checkpoints"
+POSITIONS = ASSETS / "positions"  # models differing only in their position scheme (errors page), not in the list
 STORE = ModelStore.from_env(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
 ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a run's weights at a step, kept
 DEFAULT_MODEL = "shipped:reverse"
@@ -83,12 +84,22 @@ def version(key: str) -> int:
     return entry.path.stat().st_mtime_ns if entry is not None and entry.path is not None else 0
 
 
+def load_file(path: Path) -> ModelBundle:
+    """A checkpoint shipped under assets/checkpoints, loaded once and shared read-only like the listed ones."""
+    stat = path.stat()
+    return _load_shipped(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def position_models() -> dict[str, Path]:
+    """The shipped models that differ only in their position scheme (assets/build_position_zoo.py): scheme ->
+    file, sorted by name; empty when they were not built."""
+    return {path.stem: path for path in sorted(POSITIONS.glob("*.safetensors"))}
+
+
 def bundle_for(key: str) -> ModelBundle:
     """The bundle behind an entry key (KeyError if it is gone)."""
     if key.startswith("shipped:"):
-        path = ASSETS / f"{key.removeprefix('shipped:')}.safetensors"
-        stat = path.stat()
-        return _load_shipped(str(path), stat.st_mtime_ns, stat.st_size)
+        return load_file(ASSETS / f"{key.removeprefix('shipped:')}.safetensors")
     return _session_models()[key][1]
 
 

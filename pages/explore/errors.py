@@ -1,9 +1,11 @@
 """Where it fails: the active model's greedy decodes of N held-out inputs counted by input length and output
 position, the most frequent wrong tokens, every failing input (opened on the decoding page at its first wrong
-step), and exact match and token accuracy by input length past the trained lengths."""
+step), exact match and token accuracy by input length past the trained lengths, and the same for shipped models
+that differ only in their position scheme."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np
@@ -19,7 +21,7 @@ from ui.state import View
 from ui.tables.decode import DECODE
 from ui.tables.errors import ERRORS, MAX_LENGTH, PER_LENGTH, SAMPLES
 from ui.widgets import finish, header, require_model
-from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy
+from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy, scheme_lengths
 from transformer.error_analysis import ErrorAnalysis, Failure, analyse_errors
 from transformer.export import chart_filename
 from transformer.lengths import LengthError, evaluate_lengths, trained_lengths
@@ -27,6 +29,7 @@ from transformer.lengths import LengthError, evaluate_lengths, trained_lengths
 DECODE_PAGE = "pages/explore/decode.py"
 SHOWN_FAILURES = 200  # rows of the failing-inputs table (all are counted in the charts)
 PAST_TRAINED = 8  # the by-length view's default reaches this far past the trained lengths
+HOLDS = 0.9  # a scheme "holds" at a length while its exact match is at least this
 
 
 def intro() -> DeltaGenerator:
@@ -46,6 +49,13 @@ def _analyse(key: str, version: int, samples: int, seed: int) -> ErrorAnalysis:
 
 def _lengths(key: str, version: int, lo: int, hi: int, per_length: int, seed: int) -> dict:
     return evaluate_lengths(registry.bundle_for(key), lo, hi, per_length, seed)
+
+
+def scheme_report(path: str, version: int, per_length: int, seed: int) -> dict:
+    """`evaluate_lengths` of a position-scheme model from its shortest trained length to the longest input its
+    positions hold."""
+    bundle = registry.load_file(Path(path))
+    return evaluate_lengths(bundle, trained_lengths(bundle.task)[0], bundle.config.max_len - 1, per_length, seed)
 
 
 def decode_params(key: str, failure: Failure) -> dict[str, str]:
@@ -181,6 +191,67 @@ def by_length(view: View, key: str, version: int, bundle) -> None:
     view.sync_url()
 
 
+def scheme_caption(reports: dict[str, dict]) -> str:
+    """How far past the trained lengths each scheme holds, read off the numbers shown."""
+    parts = []
+    for scheme, report in reports.items():
+        rows = report["lengths"]
+        inside = min(r["exact_match"] for r in rows if r["trained"])
+        reach = report["trained"][1]
+        for row in (r for r in rows if r["length"] > reach):
+            if row["length"] != reach + 1 or row["exact_match"] < HOLDS:
+                break
+            reach += 1
+        parts.append(f"**{scheme}** at least {inside:.1%} inside, holds ≥ {HOLDS:.0%} to length {reach}")
+    return "; ".join(parts)
+
+
+@st.fragment
+def position_schemes(view: View) -> None:
+    """The shipped models that differ only in their position scheme, by input length past their training."""
+    st.subheader("Position schemes past the trained length")
+    files = registry.position_models()
+    if not files:
+        st.info("The position-scheme models are not built here: `python assets/build_position_zoo.py`.",
+                icon=":material/info:")
+        return
+    first = registry.load_file(next(iter(files.values())))
+    trained, positions = trained_lengths(first.task), first.config.max_len
+    st.markdown(
+        f"{len(files)} small `reverse` models identical in everything but their position scheme "
+        f"({', '.join(files)}): trained on inputs of {trained[0]} to {trained[1]} letters with the same recipe, "
+        f"and given positions for up to {positions - 1} letters, so each can be asked about longer inputs than it "
+        "ever saw. They are not in the model list; this section evaluates all of them on the same held-out inputs "
+        "(the seed and inputs per length above).")
+    if not view.widget("schemes", st.toggle, "Compare the position schemes",
+                       help=f"Evaluates {len(files)} models on every length: a few seconds the first time"):
+        view.sync_url()
+        return
+    per_length, seed = view.get("per_length"), view.get("seed")
+    try:
+        with st.spinner("Evaluating each scheme at each length…"):
+            reports = {scheme: decodes.memo("scheme_lengths", scheme_report, str(path), path.stat().st_mtime_ns,
+                                            per_length, seed) for scheme, path in files.items()}
+    except ValueError as exc:  # BudgetError
+        st.error(f"Cannot evaluate the position schemes: {literal(str(exc))}.", icon=":material/error:")
+        view.sync_url()
+        return
+    lengths = [r["length"] for r in next(iter(reports.values()))["lengths"]]
+    curves = {scheme: {"exact match": [r["exact_match"] for r in report["lengths"]],
+                       "token accuracy": [r["token_accuracy"] for r in report["lengths"]]}
+              for scheme, report in reports.items()}
+    fig = scheme_lengths(lengths, curves, trained, "Held-out reverse by input length, one model per position scheme")
+    show_figure(fig, chart_filename("reverse", "position-schemes"), key="errors_chart_schemes")
+    st.caption(f"Greedy exact match and teacher-forced token accuracy on {per_length:,} held-out inputs per length "
+               f"(seed {seed}), the trained lengths shaded. {scheme_caption(reports)}. One seed and one recipe per "
+               "scheme: a measurement of these four models, not a ranking of the schemes in general.")
+    table = pd.DataFrame([{"scheme": scheme, **row} for scheme, report in reports.items() for row in report["lengths"]])
+    st.download_button("Numbers (CSV)", table.to_csv(index=False), key="errors_schemes_csv", mime="text/csv",
+                       file_name=f"{chart_filename('reverse', 'position-schemes')}.csv", icon=":material/table:",
+                       on_click="ignore")
+    view.sync_url()
+
+
 def main() -> None:
     view = ERRORS.view()
     notes = intro()
@@ -205,6 +276,8 @@ def main() -> None:
     failure_table(key, analysis)
     st.divider()
     by_length(view, key, version, bundle)
+    st.divider()
+    position_schemes(view)
     finish(view, notes)
 
 

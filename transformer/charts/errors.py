@@ -6,23 +6,30 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import display_piece, figure
+from .common import display_piece, figure, panel_axes, side_by_side
 
 # metric name -> line colour (Okabe-Ito)
 METRIC_COLORS = {"exact match": "#0072B2", "token accuracy": "#E69F00"}
+# position scheme -> line colour and marker (Okabe-Ito; markers tell the lines apart without colour)
+SCHEME_STYLES = {"sinusoidal": ("#0072B2", "circle"), "learned": ("#E69F00", "square"),
+                 "rope": ("#CC79A7", "diamond"), "alibi": ("#009E73", "triangle-up"), "none": ("#666", "x")}
 TRAINED_FILL = "rgba(0, 158, 115, 0.13)"
 
 
-def _trained_band(trained: tuple[int, int] | None) -> dict:
-    """Layout shapes and annotations shading lengths trained[0]..trained[1] (none for None)."""
+def _trained_band(trained: tuple[int, int] | None, panels: int = 1) -> dict:
+    """Layout shapes and annotations shading lengths trained[0]..trained[1] on each of `panels` x axes (none
+    for None)."""
     if trained is None:
         return {}
     lo, hi = trained
+    xrefs = [panel_axes(i)["xaxis"] for i in range(panels)]
+    yrefs = [f"{panel_axes(i)['yaxis']} domain" if panels > 1 else "paper" for i in range(panels)]
     return dict(
-        shapes=[dict(type="rect", xref="x", yref="paper", x0=lo - 0.5, x1=hi + 0.5, y0=0, y1=1, layer="below",
-                     fillcolor=TRAINED_FILL, line=dict(width=0))],
-        annotations=[dict(xref="x", yref="paper", x=(lo + hi) / 2, y=0.02, yanchor="bottom", showarrow=False,
-                          text=f"trained lengths {lo}–{hi}", font=dict(size=13, color="#00704f"))])
+        shapes=[dict(type="rect", xref=x, yref=y, x0=lo - 0.5, x1=hi + 0.5, y0=0, y1=1, layer="below",
+                     fillcolor=TRAINED_FILL, line=dict(width=0)) for x, y in zip(xrefs, yrefs)],
+        annotations=[dict(xref=x, yref=y, x=(lo + hi) / 2, y=0.02, yanchor="bottom", showarrow=False,
+                          text=f"trained {lo}–{hi}" if panels > 1 else f"trained lengths {lo}–{hi}",
+                          font=dict(size=13, color="#00704f")) for x, y in zip(xrefs, yrefs)])
 
 
 def _count_ticks(top: int) -> dict:
@@ -57,6 +64,32 @@ def length_metrics(lengths, metrics: dict[str, np.ndarray], trained: tuple[int, 
                   xaxis=dict(title=dict(text="input length"), dtick=1 if len(x) <= 12 else None, gridcolor="#eee",
                              range=[float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None),
                   yaxis=dict(title=dict(text="held-out inputs"), range=[0, 1.04], tickformat=".0%", gridcolor="#eee"))
+
+
+def scheme_lengths(lengths, curves: dict[str, dict[str, np.ndarray]], trained: tuple[int, int], title: str,
+                   metrics: tuple[str, ...] = ("exact match", "token accuracy")) -> go.Figure:
+    """Models that differ in their position scheme, side by side: one panel per metric in `metrics`, one line
+    per scheme (`curves`: scheme -> metric name -> a 0..1 value per length in `lengths`), the trained lengths
+    shaded in every panel."""
+    x = np.asarray(lengths, dtype=np.int64)
+    traces = []
+    for scheme, values in curves.items():
+        color, symbol = SCHEME_STYLES.get(scheme, ("#444", "circle"))
+        for i, metric in enumerate(metrics):
+            y = np.asarray(values[metric], dtype=np.float32)
+            if y.shape != x.shape:
+                raise ValueError(f"{scheme} {metric}: {y.shape[0] if y.ndim else 0} values for {x.shape[0]} lengths")
+            traces.append(go.Scatter(
+                x=x, y=y, name=scheme, legendgroup=scheme, showlegend=i == 0, mode="lines+markers",
+                line=dict(color=color, width=2.5), marker=dict(size=8, symbol=symbol), **panel_axes(i),
+                hovertemplate=f"{scheme}<br>length %{{x}}<br>{metric} %{{y:.1%}}<extra></extra>"))
+    span = [float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None
+    panels = side_by_side(list(metrics), 0.08, dict(title=dict(text="input length"), range=span, gridcolor="#eee"),
+                          dict(range=[0, 1.04], tickformat=".0%", gridcolor="#eee"), share_y=True)
+    band = _trained_band(trained, len(metrics))
+    panels["annotations"] += band.pop("annotations")
+    return figure(traces, title, height=420, top=110, left=60, **panels, **band,
+                  legend=dict(orientation="h", y=1.08, yanchor="bottom", x=1, xanchor="right"))
 
 
 def position_accuracy(counts, hits, first_errors, title: str) -> go.Figure:

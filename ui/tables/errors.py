@@ -1,7 +1,8 @@
 """The error-analysis page's view: the active model, the held-out inputs analysed (how many, which seed), and
-the length range (with inputs per length) of the length-generalisation view."""
+the length range (with inputs per length) of the length-generalisation view, and whether the position schemes'
+comparison is shown."""
 
-from ui.state import Int, StateTable, register
+from ui.state import Flag, Int, StateTable, register
 from ui.tables.shared import MODEL
 
 SAMPLES = (10, 5000)  # held-out inputs analysed: 1,000 take about a second on one core (reverse)
@@ -15,4 +16,5 @@ ERRORS = register(StateTable("errors", (
     Int("len_from", default=None, lo=1, hi=MAX_LENGTH, depends_on=("model",)),  # None: the trained shortest
     Int("len_to", default=None, lo=1, hi=MAX_LENGTH, depends_on=("model",)),  # None: past the trained longest
     Int("per_length", default=100, lo=PER_LENGTH[0], hi=PER_LENGTH[1]),
+    Flag("schemes", default=False),  # the position schemes' comparison is shown (it evaluates four models)
 )))
