@@ -25,7 +25,7 @@ import torch
 from page_probes import DivergingProbe
 from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
-from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, settings_of, values_of
+from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, preset_values, settings_of, values_of
 from transformer import capacity
 from transformer.capacity import RunQueue
 from transformer.charts.training import format_seconds, probe_filename, progress
@@ -622,7 +622,9 @@ def shown_settings(at) -> dict:
     """Every setting the page's widgets show, by prop name."""
     shown = {name: at.number_input(key=key(name)).value
              for name in (*MODEL_FIELDS, *TRAIN_FIELDS, *task_defaults(at.selectbox(key=key("task")).value))}
-    shown.update({name: at.selectbox(key=key(name)).value for name in ("task", "norm", "positional")})
+    shown.update({name: at.selectbox(key=key(name)).value for name in ("task", "norm", "positional", "optimizer")})
+    shown["muon_lr"] = at.number_input(key=key("muon_lr")).value
+    shown["qk_norm"] = at.toggle(key=key("qk_norm")).value
     shown["stop_early"] = at.checkbox(key=key("stop_early")).value
     shown["probe"] = at.text_input(key=key("probe")).value
     return shown
@@ -633,8 +635,8 @@ def test_settings_and_view_values_convert_both_ways():
         params = {name: PARAM_FIELDS[name].hi if "max" in name else PARAM_FIELDS[name].lo
                   for name in task_defaults(task)}
         train = TrainConfig(task=task, task_params=params, lr=0.0012345, seed=7, steps=50, label_smoothing=0.1,
-                            device="cpu")
-        settings = RunSettings(train, {**MODEL_DEFAULTS_ALL, "n_heads": 2, "norm": "post"}, None)
+                            device="cpu", optimizer="muon", muon_lr=0.0301)
+        settings = RunSettings(train, {**MODEL_DEFAULTS_ALL, "n_heads": 2, "norm": "post", "qk_norm": True}, None)
         assert settings_of(values_of(settings)) == settings
     for prop in TRAIN.props:  # the table's defaults are the library's
         if prop.name in MODEL_DEFAULTS_ALL:
@@ -711,7 +713,8 @@ HOSTILE = [  # (query, the URL the page shows after it: the default view, bar wh
     ({"probe": "ABC!"}, {}), ({"probe": "a" * 121}, {}), ({"probe": "a\x00b"}, {}),
     ({"layer": "2"}, {}), ({"head": "5"}, {}), ({"head": "-1"}, {}), ({"v": "2", "seed": "1"}, {}),
     ({"unknown": "1"}, {}), ({"step_count": "5"}, {}), ({"snapshot": "3"}, {}), ({"model": "copy"}, {}),
-    ({"device": "tpu"}, {}), ({"device": "CUDA"}, {}),
+    ({"device": "tpu"}, {}), ({"device": "CUDA"}, {}), ({"optimizer": "sgd"}, {}), ({"qk_norm": "yes"}, {}),
+    ({"muon_lr": "5"}, {}), ({"task": "addition", "optimizer": "lion"}, {"task": "addition"}),
 ]
 
 
@@ -725,7 +728,8 @@ def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query, u
     assert dict(at.query_params) == ({"v": "1", **url} if url else {})
     defaults = {prop.name: prop.default for prop in TRAIN.props}
     task = url.get("task", "reverse")
-    expected = {**values_of(settings_of({**defaults, "task": task})), "probe": example_input(TASKS[task]())}
+    view = {**defaults, **preset_values(task), "task": task}  # a task's shape and recipe: its preset
+    expected = {**values_of(settings_of(view)), "probe": example_input(TASKS[task]())}
     assert shown_settings(at) == {name: expected[name] for name in shown_settings(at)}
     assert not at.button(key="train_start").disabled and runs.RUN not in at.session_state
 

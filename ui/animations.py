@@ -10,14 +10,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from transformer.animation import FORMATS, FPS_CHOICES, MIME_TYPES, FrameSpec, animation_bytes, decode_specs, thin
-from transformer.charts.training import curves_figure
+from transformer.charts.training import curves_figure, mark_step
 from transformer.export import ExportError, chart_filename, image_export_available
 
 from . import runs
 from .tables.train import ALL_HEADS
 
 DEFAULT_FPS = 2
-STEP_MARK = "#D55E00"
 
 
 def _rendered_key(key: str) -> str:
@@ -77,10 +76,7 @@ def decode_animation(bundle, result) -> None:
 def step_marked(fig: go.Figure, step: int, steps: tuple[int, int]) -> go.Figure:
     """A copy of the training curves with a vertical line at `step` across both panels, the step axis fixed to
     `steps` (lo, hi) so it holds still from frame to frame (and a line before the first point fits)."""
-    marked = go.Figure(fig)
-    for x, y in (("x", "y"), ("x2", "y2")):  # one line per panel
-        marked.add_shape(type="line", xref=x, yref=f"{y} domain", x0=step, x1=step, y0=0, y1=1,
-                         line=dict(color=STEP_MARK, width=2, dash="dot"))
+    marked = mark_step(fig, step)
     pad = max(1, (steps[1] - steps[0]) // 50)
     # kaleido dropped the axes' automatic margins once the range was set (tick labels cut): fixed margins instead
     return marked.update_layout(xaxis2_range=[steps[0] - pad, steps[1] + pad], margin_l=76, margin_b=60)

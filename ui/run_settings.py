@@ -20,13 +20,14 @@ from transformer.training import MODEL_DEFAULTS, TrainConfig
 TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
 MODEL_DEFAULTS_ALL: dict[str, Any] = {
     **MODEL_DEFAULTS,
-    **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ("norm", "positional")},
+    **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ("norm", "positional", "qk_norm")},
 }
 TRAIN_DEFAULTS = TrainConfig()
 NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}
 POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "None",
                      "rope": "RoPE (rotary, in attention)", "alibi": "ALiBi (distance bias, in attention)"}
 DEVICE_LABELS = {"auto": "Auto (the GPU when there is one)", "cpu": "CPU", "cuda": "GPU (CUDA)"}
+OPTIMIZER_LABELS = {"adam": "Adam", "muon": "Muon + Adam"}  # the page's choices (TrainConfig)
 
 
 def task_defaults(task: str) -> dict[str, int]:
@@ -120,6 +121,13 @@ def largest_batch(settings: RunSettings, ceiling: int) -> int | None:
     return lo
 
 
+def optimizer_text(train: TrainConfig) -> str:
+    """e.g. "Adam, learning rate 0.007" or "Muon lr 0.04 + Adam lr 0.007"."""
+    if train.optimizer == "muon":
+        return f"Muon lr {train.muon_lr:g} + Adam lr {train.lr:g}"
+    return f"{train.optimizer.capitalize()}, learning rate {train.lr:g}"
+
+
 def settings_summary(settings: RunSettings) -> str:
     """One line (markdown) naming the model shape and the training settings."""
     m, t = settings.model, settings.train
@@ -127,6 +135,6 @@ def settings_summary(settings: RunSettings) -> str:
     device = f", on the {DEVICE_LABELS[t.device].split(' (')[0]}" if t.device != "auto" else ""
     return (f"**Model:** {m['n_enc_layers']} encoder + {m['n_dec_layers']} decoder layer(s), {m['n_heads']} heads, "
             f"d_model {m['d_model']}, d_ff {m['d_ff']}, dropout {m['dropout']:g}, {m['norm']}-norm, "
-            f"{POSITIONAL_LABELS[m['positional']].lower()} positions · **Training:** learning rate {t.lr:g} "
-            f"(warm-up {t.warmup}), batch {t.batch_size}, up to {t.steps:,} steps, label smoothing "
-            f"{t.label_smoothing:g}, seed {t.seed}{stop}{device}")
+            f"{POSITIONAL_LABELS[m['positional']].lower()} positions{', qk-norm' if m.get('qk_norm') else ''} · "
+            f"**Training:** {optimizer_text(t)} (warm-up {t.warmup}), batch {t.batch_size}, up to {t.steps:,} steps, "
+            f"label smoothing {t.label_smoothing:g}, seed {t.seed}{stop}{device}")

@@ -21,7 +21,7 @@ starts the decode at its middle step, with no forced tokens).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -45,13 +45,16 @@ class LinkError(ValueError):
 @dataclass(frozen=True)
 class Prop:
     """One piece of view state. `default` None means "the page decides" (e.g. the model's first example);
-    `depends_on` names props whose change resets this one; `key` overrides the session-state key."""
+    `depends_on` names props whose change resets this one; `key` overrides the session-state key;
+    `defaults_by` maps values of the first prop in `depends_on` to this prop's default there (e.g. a task's
+    preset), others keep `default`: the URL leaves out a value equal to the default that applies."""
 
     name: str
     default: Any = None
     url: bool = True
     depends_on: tuple[str, ...] = ()
     key: str | None = None
+    defaults_by: Mapping[Any, Any] | None = field(default=None, compare=False)
 
     def parse(self, raw: str) -> Any:
         """The value a query parameter stands for; LinkError when it is not one this prop can take."""
@@ -268,8 +271,20 @@ class View:
     def get(self, name: str) -> Any:
         """The current value, or the prop's default when it is unset or not one the prop can hold."""
         prop = self.table.by_name[name]
-        value = st.session_state.get(self.table.key(name), prop.default)
-        return value if value is None or prop.admits(value) else prop.default
+        key = self.table.key(name)
+        if key not in st.session_state:
+            return self.default(name)
+        value = st.session_state[key]
+        return value if value is None or prop.admits(value) else self.default(name)
+
+    def default(self, name: str, values: dict[str, Any] | None = None) -> Any:
+        """The default of prop `name` that applies now (or with `values` standing in for the current state):
+        its `defaults_by` entry for the value of the prop it depends on, else its `default`."""
+        prop = self.table.by_name[name]
+        if not prop.defaults_by:
+            return prop.default
+        on = prop.depends_on[0]
+        return prop.defaults_by.get(values[on] if values and on in values else self.get(on), prop.default)
 
     def set(self, name: str, value: Any) -> None:
         """Change a value; the props that depend on it return to their defaults."""
@@ -388,7 +403,7 @@ class View:
         out = {}
         for prop in self.table.props:
             value = values[prop.name] if prop.name in values else self.get(prop.name)
-            if prop.url and value is not None and value != prop.default:
+            if prop.url and value is not None and value != self.default(prop.name, values):
                 out[prop.name] = prop.format(value)
         return {VERSION_PARAM: str(FORMAT_VERSION), **out} if out else {}
 

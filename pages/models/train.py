@@ -11,15 +11,19 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import animations, display, runs
 from ui import model_registry as registry
 from ui.run_settings import (
-    DEVICE_LABELS, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, largest_batch,
+    DEVICE_LABELS, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, TRAIN_DEFAULTS, RunSettings, largest_batch,
     model_problem, settings_problem, settings_summary, task_class, task_defaults, task_problem,
 )
 from ui.state import View
 from ui.tables.train import (
-    ALL_HEADS, MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, FloatSetting, IntSetting, settings_of, values_of,
+    ALL_HEADS, MODEL_FIELDS, MUON_LR, PARAM_FIELDS, PRESET_PROPS, TRAIN, TRAIN_FIELDS, FloatSetting, IntSetting,
+    preset_note, setting_text, settings_of, stop_target, values_of,
 )
 from ui.widgets import finish, header
-from transformer.charts.training import curves_figure, format_seconds, probe_filename, probe_labels, progress
+from transformer.charts.training import (
+    curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress,
+)
+from transformer.charts.common import COLORBAR_PX
 from transformer.checkpoints import bundle_to_bytes
 from transformer.devices import DEVICES, cuda_available
 from transformer.job import JobLimitError
@@ -38,12 +42,19 @@ REASONS = {
     "stopped": "was stopped",
     "session gone": "was stopped because its browser session went away",
 }
-LIVE = ("running", "paused", "queued")  # a run in these states is this session's live run
+FOLDED = "Settings (locked while the run is live)"
+LIVE_CSS = '<style>[data-testid="stMainBlockContainer"] { padding-top: 1rem; }</style>'  # more room for the run
+LIVE = ("running", "paused", "queued")
+LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and probe fit the first screen at 1280x720
+PROBE_MAX_HEIGHT = 400  # a run in these states is this session's live run
 POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
 
 
-def intro() -> DeltaGenerator:
+def intro(live: bool) -> DeltaGenerator:
+    """The title and, unless a run is live (its view needs the screen), what the page does."""
     notes = header("Train live")
+    if live:
+        return notes
     st.markdown(
         "Train a small Transformer right here and watch it learn. Each step shows it a batch of examples and "
         "nudges every weight to make the right next token more likely. Keep an eye on the **cross-attention** "
@@ -61,7 +72,7 @@ def batch_ceiling(settings_key: str, ceiling: int) -> int | None:
     return largest_batch(RunSettings.from_key(settings_key), ceiling)
 
 
-def number(view: View, prop: IntSetting | FloatSetting, disabled: bool):
+def number(view: View, prop: IntSetting | FloatSetting, disabled: bool, **extra):
     """The number input of a numeric setting, its bounds from the prop; the batch size's upper bound also
     follows the run budget (never below the value already chosen: that one is refused with the estimate)."""
     normal = prop.normal if isinstance(prop, FloatSetting) else None
@@ -71,7 +82,7 @@ def number(view: View, prop: IntSetting | FloatSetting, disabled: bool):
         if fits is not None:
             args["max_value"] = max(fits, view.get("batch_size"))
             args["help"] = f"{prop.help} With these settings the run budget allows at most {fits:,}."
-    return view.widget(prop.name, st.number_input, prop.label, from_widget=normal, disabled=disabled, **args)
+    return view.widget(prop.name, st.number_input, prop.label, from_widget=normal, disabled=disabled, **args, **extra)
 
 
 def grid(view: View, fields: dict, disabled: bool, columns: int = 3) -> None:
@@ -104,9 +115,38 @@ def check_settings(view: View) -> None:
                 view.refuse(name, problem)
 
 
+def reset_to_preset(view: View) -> None:
+    for name in PRESET_PROPS:
+        view.reset(name)
+
+
+def preset_row(view: View, task: str, locked: bool) -> None:
+    """What the task's preset sets, the settings changed since, and a button back to the preset."""
+    changed = [name for name in PRESET_PROPS if view.get(name) != view.default(name)]
+    note = f"**Preset for {task_class(task).title}:** {preset_note(task)}"
+    if changed:
+        note += " · :orange[changed: " + ", ".join(setting_text(name, view.get(name)) for name in changed) + "]"
+    with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
+        st.markdown(note, help="Picking a task loads its preset: the model shape and training recipe measured "
+                    "fastest to its bar (transformer/presets.py). Your seed, early stop and device stay.")
+        st.button("Reset to preset", key="train_preset_reset", icon=":material/settings_backup_restore:",
+                  disabled=locked or not changed, on_click=reset_to_preset, args=(view,))
+
+
+def section(title: str, icon: str, nested: bool):
+    """A collapsed expander, or (inside the live run's settings expander, where expanders cannot nest) a
+    bordered container under a bold title."""
+    if not nested:
+        return st.expander(title, icon=icon)
+    box = st.container(border=True)
+    box.markdown(f"{icon} **{title}**")
+    return box
+
+
 def settings_panel(view: View, locked: bool) -> RunSettings:
-    """Task and its parameters on one row; model shape and training settings in two expanders below, with a
-    one-line summary (read-only while a run is live)."""
+    """Task and its parameters on one row, the task's preset under it; model shape and training settings in two
+    expanders below, with a one-line summary (read-only while a run is live, and then inside one collapsed
+    expander of its own: see main)."""
     cols = st.columns([1.3, 0.75, 0.75, 2.2], vertical_alignment="bottom")
     with cols[0]:
         task = view.widget("task", st.selectbox, "Task", [*TASKS, CustomTask.name],
@@ -118,8 +158,9 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
     cols[3].caption(task_class(task).description)
     if task == CustomTask.name:
         custom_data_panel(view, locked)
+    preset_row(view, task, locked)
     shape_col, train_col = st.columns(2, gap="medium")
-    with shape_col, st.expander("Model shape", icon=":material/account_tree:"):
+    with shape_col, section("Model shape", ":material/account_tree:", nested=locked):
         grid(view, MODEL_FIELDS, locked)
         norm_col, pos_col = st.columns(2)
         with norm_col:
@@ -128,9 +169,20 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
         with pos_col:
             view.widget("positional", st.selectbox, "Positional encoding", list(POSITIONAL_LABELS),
                         format_func=POSITIONAL_LABELS.get, disabled=locked)
-    with train_col, st.expander("Training settings", icon=":material/tune:"):
+        view.widget("qk_norm", st.toggle, "qk-norm", disabled=locked,
+                    help="RMS-normalise each head's queries and keys before their dot product (the attention "
+                    "shown is of the normalised ones): steadier training at higher learning rates.")
+    with train_col, section("Training settings", ":material/tune:", nested=locked):
         grid(view, TRAIN_FIELDS, locked)
-        view.widget("stop_early", st.checkbox, f"Stop once held-out exact match reaches {TARGET_EXACT_MATCH:.0%}",
+        opt_col, muon_col = st.columns(2)
+        with opt_col:
+            optimizer = view.widget("optimizer", st.selectbox, "Optimizer", list(OPTIMIZER_LABELS),
+                                    format_func=OPTIMIZER_LABELS.get, disabled=locked,
+                                    help="Muon orthogonalises the update of each weight matrix inside the layers "
+                                    "(torch.optim.Muon); Adam trains everything else.")
+        with muon_col:
+            number(view, MUON_LR, locked or optimizer != "muon")
+        view.widget("stop_early", st.checkbox, f"Stop once held-out exact match reaches {stop_target(task):.0%}",
                     disabled=locked, help=f"Checked every {TRAIN_DEFAULTS.eval_every} steps on "
                     f"{TRAIN_DEFAULTS.eval_samples} held-out inputs, confirmed on {TRAIN_DEFAULTS.confirm_samples}.")
         if cuda_available():  # on a server without a GPU there is nothing to choose
@@ -261,7 +313,7 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
                    on_click=lambda: run.stop(),
                    help="End training for good; the model so far is kept and can be used below.")
     with cols[4]:
-        number(view, TRAIN.by_name["step_count"], disabled=False)
+        number(view, TRAIN.by_name["step_count"], disabled=False, label_visibility="collapsed")  # Step's count
     cols[5].button("Step", key="train_step", icon=":material/skip_next:", width="stretch",
                    disabled=state in POLLED or (state != "paused" and problem is not None),
                    on_click=step_clicked, args=(view, run),
@@ -300,54 +352,67 @@ def pick_snapshot(view: View, timeline: list, running: bool) -> int:
     return steps.index(chosen)
 
 
-def probe_panel(view: View, timeline: list, task, state: str) -> None:
-    """The probe's output and cross-attention at the chosen snapshot, with its layer/head pickers."""
+def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenerator,
+                wide: DeltaGenerator) -> int | None:
+    """The probe's output and cross-attention at the chosen snapshot, with its layer/head pickers (the snapshot
+    slider and Follow go into `scrub`, above the curves it marks; every head's grid into `wide`, the page's
+    width, where its tiles are large enough to read); returns the training step of the snapshot shown (None
+    before the first)."""
     if not timeline:
         waiting = "The first snapshot of the probe comes once training starts." if state == "queued" else \
             "Taking the first snapshot of the probe…"
         st.info(waiting, icon=":material/hourglass_top:")
-        return
+        return None
     running = state in POLLED
-    top = st.columns([1, 1, 1.2], vertical_alignment="bottom")
+    slider_col, follow_col = scrub.columns([2.2, 1], vertical_alignment="center")
     if running:
-        with top[2]:
-            view.widget("follow", st.toggle, "Follow training",
-                        help="Show the newest snapshot; turn off to replay earlier ones.")
-    step, result = timeline[pick_snapshot(view, timeline, running)]
+        with follow_col:
+            view.widget("follow", st.toggle, "Follow",
+                        help="Follow training: show the newest snapshot; turn off to replay earlier ones.")
+    with slider_col:
+        step, result = timeline[pick_snapshot(view, timeline, running)]
     if result.error:
         st.warning(f"The probe input “{result.source}” cannot be decoded: {result.error}")
-        return
+        return step
     layers, heads = result.cross.shape[:2]
     check_probe_view(view, layers, heads)
-    with top[0]:
+    top = st.columns(2)
+    with top[0]:  # the options name themselves ("Layer 1", "Head 2"): no labels above, more room for the chart
         layer = view.widget("layer", st.selectbox, "Layer", list(range(1, layers + 1)),
-                            format_func=lambda i: f"Layer {i}") - 1
+                            format_func=lambda i: f"Layer {i}", label_visibility="collapsed") - 1
     with top[1]:
         head = view.widget("head", st.selectbox, "Head", [ALL_HEADS, *range(1, heads + 1)],
-                           format_func=lambda h: "All heads" if h == ALL_HEADS else f"Head {h}")
+                           format_func=lambda h: "All heads" if h == ALL_HEADS else f"Head {h}",
+                           label_visibility="collapsed", help="One head, large, with its tokens; or every head.")
     head = None if head == ALL_HEADS else head - 1
+    fig = runs.figures().get("probe", (id(result), layer, head),
+                             lambda: first_screen(runs.probe_figure(result, step, layer, head), head))
+    filename = probe_filename(task.name, step, layer, head)
+    if head is None:
+        st.caption(":material/south: Every head of every layer, at the page's width below.")
+    with wide if head is None else st.container():
+        display.show_figure(fig, filename, key="train_probe_chart")
     expected = task.answer(result.source)
     verdict = "" if expected is None else (" · :green[**right**]" if result.output_text == expected
                                            else f" · :red[**wrong**], expected `{expected}`")
     st.markdown(f"Step **{step:,}**: `{result.source}` → `{result.output_text or '(nothing)'}`{verdict}")
-    fig = runs.figures().get("probe", (id(result), layer, head), lambda: runs.probe_figure(result, step, layer, head))
-    filename = probe_filename(task.name, step, layer, head)
-    display.show_figure(fig, filename, key="train_probe_chart")
     if head is not None:
         rows, cols = probe_labels(result)
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
     st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
+    return step
 
 
-def metrics_row(snapshot) -> None:
+def metrics_line(snapshot) -> None:
+    """The latest losses and accuracies on one line above the curves (a live run's screen has no room for more)."""
     latest = snapshot.history[-1] if snapshot.history else {}
-    cols = st.columns(4)
-    cols[0].metric("Training loss", f"{snapshot.loss:.3f}" if snapshot.step else "–")
-    cols[1].metric("Held-out loss", f"{latest['loss']:.3f}" if latest else "–")
-    cols[2].metric("Token accuracy", f"{latest['token_accuracy']:.1%}" if latest else "–")
-    cols[3].metric("Exact match", f"{latest['exact_match']:.1%}" if latest else "–",
-                   help="Greedy outputs identical to the answer, on held-out inputs never trained on.")
+    values = {"Training loss": f"{snapshot.loss:.3f}" if snapshot.step else "–",
+              "Held-out loss": f"{latest['loss']:.3f}" if latest else "–",
+              "Token accuracy": f"{latest['token_accuracy']:.1%}" if latest else "–",
+              "Exact match": f"{latest['exact_match']:.1%}" if latest else "–"}
+    st.markdown(" · ".join(f"{name} **{value}**" for name, value in values.items()),
+                help="Exact match: greedy outputs identical to the answer, on held-out inputs never trained on.")
 
 
 def queue_line(run: runs.Run) -> str:
@@ -387,19 +452,41 @@ def live_view(view: View, run: runs.Run) -> None:
     if snapshot.state != runs.drawn_state():
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
-    metrics_row(snapshot)
-    keep_row(run, snapshot)
-    probe, curves = st.columns([1.5, 1], gap="large")
+    curves, probe = st.columns([1, 1.15], gap="medium")
     with curves:
-        fig = runs.figures().get("curves", (id(run.job), len(snapshot.history)),
-                                 lambda: curves_figure(snapshot, run.task.name))
-        display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
-        st.caption(f"Measured on held-out inputs every {run.settings.train.eval_every} steps.")
+        metrics_line(snapshot)
+        scrub = st.container()
+    wide = st.container()
     with probe:
-        probe_panel(view, run.timeline(snapshot), run.task, snapshot.state)
+        step = probe_panel(view, run.timeline(snapshot), run.task, snapshot.state, scrub, wide)
+    with curves:
+        fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
+                                 lambda: curves_at(snapshot, run.task.name, step))
+        display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
+        st.caption(f"{run.task.name.capitalize()}: held-out metrics, measured every "
+                   f"{run.settings.train.eval_every} steps"
+                   + (". The dotted line marks the step of the probe shown." if step is not None else "."))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
+    keep_row(run, snapshot)
     view.sync_url()
+
+
+def curves_at(snapshot, task_name: str, step: int | None):
+    """The held-out curves, marked at the probe's `step` (when a probe is shown)."""
+    fig = curves_figure(snapshot, task_name).update_layout(  # the caption under it names it: no title
+        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=36)
+    return fig if step is None else mark_step(fig, step)
+
+
+def first_screen(fig, head: int | None):
+    """One head's probe heatmap no taller than PROBE_MAX_HEIGHT (its cells shrink, its labels keep their size), so
+    it fits the first screen at 1280x720 beside the curves (every head's grid goes below them at its own size)."""
+    height, margin = fig.layout.height, fig.layout.margin
+    if head is not None and height and height > PROBE_MAX_HEIGHT and fig.layout.width:
+        scale = (PROBE_MAX_HEIGHT - margin.t - margin.b) / (height - margin.t - margin.b)
+        display.fit(fig, int(margin.l + COLORBAR_PX + (fig.layout.width - margin.l - COLORBAR_PX) * scale))
+    return fig
 
 
 def keep_clicked(run: runs.Run) -> None:
@@ -508,18 +595,26 @@ def retrain_link(view: View, run: runs.Run) -> None:
 
 def main() -> None:
     view = TRAIN.view()
-    notes = intro()
     run = runs.current_run()
     snapshot = run.snapshot() if run is not None else None
     state = snapshot.state if snapshot is not None else None
     live = state in LIVE
+    notes = intro(live)
     check_settings(view)  # before the widgets show the values
-    settings = settings_panel(view, locked=live)
+    areas = [st.container() for _ in range(3)]  # settings, then the controls, then the run ...
+    settings_area, controls_area, run_area = (areas[2], areas[0], areas[1]) if live else areas
+    if live:  # ... unless a run is live: its view takes the first screen, the locked settings fold below it
+        st.html(LIVE_CSS)
+        with settings_area, st.expander(FOLDED, icon=":material/settings:", expanded=False):
+            settings = settings_panel(view, locked=True)
+    else:
+        with settings_area:
+            settings = settings_panel(view, locked=False)
     problem = settings_problem(settings)
     if problem and settings.train.task == CustomTask.name and not parse_pairs(settings.train.task_params["data"]).ok:
         problem = "your data (upload or paste pairs; the problems found are listed above)"
     if problem and not live:
-        st.error(f"Fix this setting before starting: {problem}.", icon=":material/error:")
+        settings_area.error(f"Fix this setting before starting: {problem}.", icon=":material/error:")
     shape = (run.settings if run is not None else settings).model
     check_probe_view(view, shape["n_dec_layers"], shape["n_heads"])
     text = view.get("probe")
@@ -533,14 +628,27 @@ def main() -> None:
     if (request := runs.take_start_request()) is not None and problem is None:
         start(view, settings, text, request["steps"])
         st.rerun()  # draw the page for the live run: settings locked, polling on
-    controls(view, run, state, problem)
-    show_message("controls")
-    probe_box(view, text)
+    with controls_area:
+        controls(view, run, state, problem)
+        show_message("controls")
+    with settings_area if live else controls_area:
+        probe_box(view, text)
+    with run_area:
+        run_view(view, run, snapshot, settings, text, problem)
+    if not live and problem is None:
+        runs.prepare_worker()  # a spare worker starts up while the user reads the page, not after Start
+    finish(view, notes)
 
+
+def run_view(view: View, run: runs.Run | None, snapshot, settings: RunSettings, text: str,
+             problem: str | None) -> None:
+    """The untrained preview before a run; the run's live view (from `snapshot` on), its result and its
+    retrain link after."""
     if run is None:
         if problem is None:
             preview_view(settings, text)
     else:
+        state = snapshot.state
         following = runs.drawn_state() == "running" and view.get("follow")
         runs.set_drawn_state(state)
         if state not in POLLED:
@@ -551,9 +659,6 @@ def main() -> None:
         if state not in POLLED and snapshot.step > 0:
             result_panel(view, run)
         retrain_link(view, run)
-    if not live and problem is None:
-        runs.prepare_worker()  # a spare worker starts up while the user reads the page, not after Start
-    finish(view, notes)
 
 
 main()

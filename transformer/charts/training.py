@@ -19,12 +19,26 @@ if TYPE_CHECKING:  # only for the annotations: these modules load torch, the fig
     from ..probe import ProbeResult
 
 CURVE_POINTS = 200  # most history rows a live curve sends per refresh
+STEP_MARK = "#009E73"  # the line marking the probe's step on the curves (none of the curves' colours)
 
 
 def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
     """Held-out loss, token accuracy and exact match against the step (at most CURVE_POINTS points)."""
     fig = training_curves(snapshot.history, title=f"Training {task_name} · held-out metrics", max_points=CURVE_POINTS)
     return fig.update_layout(margin_t=96)  # room for the legend between the title and the plot
+
+
+def mark_step(fig: go.Figure, step: int) -> go.Figure:
+    """A copy of the training curves `fig` with a vertical dotted line at `step` across both panels, labelled
+    at the top (the step whose probe attention is shown beside them)."""
+    marked = go.Figure(fig)
+    for x, y in (("x", "y"), ("x2", "y2")):  # one line per panel
+        marked.add_shape(type="line", xref=x, yref=f"{y} domain", x0=step, x1=step, y0=0, y1=1,
+                         line=dict(color=STEP_MARK, width=2, dash="dot"))
+    marked.add_annotation(x=step, xref="x", y=1, yref="y domain", yanchor="top", xanchor="left", xshift=3,
+                          showarrow=False, text=f"probe: step {step:,}", font=dict(color=STEP_MARK, size=13),
+                          bgcolor="rgba(255,255,255,0.85)")
+    return marked
 
 
 def probe_labels(result: ProbeResult) -> tuple[list[str], list[str]]:

@@ -7,6 +7,10 @@ does not start training). `device` (auto / cpu / cuda, transformer.devices) is i
 shows its picker only where CUDA is available and refuses a link's "cuda" with a note where it is not.
 `settings_of` turns the view into RunSettings, `values_of` a run's settings back into the view (for the
 link that retrains a run's model).
+
+The model shape and the training recipe follow the task's preset (transformer.presets): picking a task resets
+them to it, and the URL leaves out the values equal to the picked task's preset (a link names only what the
+user changed). The seed, early stop and device are kept across tasks.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from dataclasses import dataclass
 
 from transformer.config import BOUNDS
 from transformer.devices import DEVICES
+from transformer.presets import PRESETS
 from transformer.tasks import TASKS, CustomTask
 from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, TOKENIZATIONS
 from ui.run_settings import (
-    MODEL_DEFAULTS_ALL, NORM_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings,
-    task_defaults,
+    MODEL_DEFAULTS_ALL, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS,
+    RunSettings, task_defaults,
 )
 from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
 
@@ -71,9 +76,27 @@ def _param_defaults() -> dict[str, int]:
     return out
 
 
+def preset_settings(task: str) -> dict:
+    """A task's preset as {setting: value}: what it changes of the library defaults ({} without a preset)."""
+    preset = PRESETS.get(task)
+    return {} if preset is None else {**preset.model, **preset.train}
+
+
+def stop_target(task: str) -> float:
+    """The held-out exact match a run of `task` stops at: its preset's bar (99%, or 95% for dates, numbers)."""
+    preset = PRESETS.get(task)
+    return TARGET_EXACT_MATCH if preset is None else preset.target
+
+
+def follows_preset(prop):
+    """`prop` with its default per task taken from the presets; picking a task resets it to that default."""
+    by_task = {task: preset_settings(task)[prop.name] for task in PRESETS if prop.name in preset_settings(task)}
+    return dataclasses.replace(prop, depends_on=("task",), defaults_by=by_task)
+
+
 _M, _T, _P = MODEL_DEFAULTS_ALL, dataclasses.asdict(TRAIN_DEFAULTS), _param_defaults()
 
-MODEL_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p for p in (
+MODEL_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: follows_preset(p) for p in (
     IntSetting("n_enc_layers", _M["n_enc_layers"], lo=1, hi=6, label="Encoder layers",
                help="Stacked encoder blocks (self-attention + feed-forward)."),
     IntSetting("n_dec_layers", _M["n_dec_layers"], lo=1, hi=6, label="Decoder layers",
@@ -86,7 +109,7 @@ MODEL_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p for p in (
     FloatSetting("dropout", _M["dropout"], lo=0.0, hi=0.5, step=0.05, label="Dropout", fmt="%.2f",
                  help="Fraction of activations zeroed while training."),
 )}
-TRAIN_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p for p in (
+TRAIN_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p if p.name == "seed" else follows_preset(p) for p in (
     FloatSetting("lr", _T["lr"], lo=1e-5, hi=0.05, step=5e-4, label="Learning rate", fmt="%.4f",
                  help="Peak learning rate, reached after the warm-up."),
     IntSetting("warmup", _T["warmup"], lo=0, hi=5000, step=50, label="Warm-up steps",
@@ -115,7 +138,12 @@ PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
     IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, label="Largest number", depends_on=("task",),
                help="Numbers run from zero to this."),
 )}
+MUON_LR = follows_preset(FloatSetting(
+    "muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, label="Muon learning rate", fmt="%.4f",
+    help="Peak learning rate of Muon (the layers' weight matrices); the embeddings, output layer, biases and norms "
+         "keep Adam at the learning rate above."))
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
+MODEL_CHOICES = ("norm", "positional", "qk_norm")  # the model settings that are not numbers
 
 TRAIN = register(StateTable("train", (
     Choice("task", default=TRAIN_DEFAULTS.task, options=(*TASKS, CustomTask.name)),
@@ -125,14 +153,17 @@ TRAIN = register(StateTable("train", (
     Text("custom_title", default=None, max_chars=MAX_TITLE, url=False),
     *PARAM_FIELDS.values(),
     *MODEL_FIELDS.values(),
-    Choice("norm", default=_M["norm"], options=tuple(NORM_LABELS)),
-    Choice("positional", default=_M["positional"], options=tuple(POSITIONAL_LABELS)),
+    follows_preset(Choice("norm", default=_M["norm"], options=tuple(NORM_LABELS))),
+    follows_preset(Choice("positional", default=_M["positional"], options=tuple(POSITIONAL_LABELS))),
+    follows_preset(Flag("qk_norm", default=_M["qk_norm"])),
     *TRAIN_FIELDS.values(),
-    Flag("stop_early", default=True),  # stop at TARGET_EXACT_MATCH held-out exact match
+    follows_preset(Choice("optimizer", default=_T["optimizer"], options=tuple(OPTIMIZER_LABELS))),
+    MUON_LR,
+    Flag("stop_early", default=True),  # stop at the task's bar (stop_target) of held-out exact match
     Choice("device", default=TRAIN_DEFAULTS.device, options=DEVICES),  # where the run trains
     Text("probe", default=None, max_chars=120, depends_on=("task", "custom_data")),  # None: the task's first example
     Int("layer", default=1, lo=1, hi=int(BOUNDS["n_dec_layers"][1])),  # the probe view's decoder layer, 1-based
-    Int("head", default=ALL_HEADS, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
+    Int("head", default=1, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
     # the page's own, not in the URL: Step's count, following the newest probe, the snapshot shown, the name
     IntSetting("step_count", 10, lo=1, hi=1000, label="Step count", url=False),
     Flag("follow", default=True, url=False),
@@ -148,10 +179,10 @@ def settings_of(values: dict) -> RunSettings:
     if task == CustomTask.name:
         task_params = {"data": values["custom_data"] or "", "title": (values["custom_title"] or "").strip()
                        or "my data", "tokenization": values["tokenization"]}
-    model = {name: values[name] for name in (*MODEL_FIELDS, "norm", "positional")}
+    model = {name: values[name] for name in (*MODEL_FIELDS, *MODEL_CHOICES)}
     train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params, device=values["device"],
-                                **{name: values[name] for name in TRAIN_FIELDS})
-    return RunSettings(train, model, TARGET_EXACT_MATCH if values["stop_early"] else None)
+                                **{name: values[name] for name in (*TRAIN_FIELDS, "optimizer", "muon_lr")})
+    return RunSettings(train, model, stop_target(task) if values["stop_early"] else None)
 
 
 def values_of(settings: RunSettings) -> dict:
@@ -162,6 +193,30 @@ def values_of(settings: RunSettings) -> dict:
         params = {"custom_data": params["data"], "custom_title": params["title"],
                   "tokenization": params["tokenization"]}
     return {"task": train.task, **{name: p.default for name, p in PARAM_FIELDS.items()}, **params,
-            **{name: settings.model[name] for name in (*MODEL_FIELDS, "norm", "positional")},
-            **{name: getattr(train, name) for name in TRAIN_FIELDS}, "stop_early": settings.target is not None,
+            **{name: settings.model.get(name, MODEL_DEFAULTS_ALL[name]) for name in (*MODEL_FIELDS, *MODEL_CHOICES)},
+            **{name: getattr(train, name) for name in (*TRAIN_FIELDS, "optimizer", "muon_lr")},
+            "stop_early": settings.target is not None,
             "device": train.device}
+PRESET_PROPS = tuple(p.name for p in TRAIN.props if p.defaults_by is not None)  # the model shape and recipe
+CHOICE_LABELS = {"norm": ("Norm", NORM_LABELS), "positional": ("Positional encoding", POSITIONAL_LABELS),
+                 "qk_norm": ("qk-norm", {True: "on", False: "off"}), "optimizer": ("Optimizer", OPTIMIZER_LABELS)}
+
+
+def preset_values(task: str) -> dict:
+    """The model shape and recipe of `task`'s preset as view values (the library defaults where it sets none)."""
+    return {name: TRAIN.by_name[name].defaults_by.get(task, TRAIN.by_name[name].default) for name in PRESET_PROPS}
+
+
+def setting_text(name: str, value) -> str:
+    """One setting for a sentence: "Total steps 1,500", "qk-norm on", "Optimizer Muon + Adam"."""
+    if name in CHOICE_LABELS:
+        label, labels = CHOICE_LABELS[name]
+        return f"{label} {labels[value]}"
+    return f"{TRAIN.by_name[name].label} {value:,}" if isinstance(value, int) else \
+        f"{TRAIN.by_name[name].label} {value:g}"
+
+
+def preset_note(task: str) -> str:
+    """What `task`'s preset sets, in words ("the library defaults" when it changes nothing)."""
+    changes = preset_settings(task)
+    return ", ".join(setting_text(name, value) for name, value in changes.items()) or "the library defaults"
