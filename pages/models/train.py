@@ -44,9 +44,9 @@ REASONS = {
 }
 FOLDED = "Settings (locked while the run is live)"
 LIVE_CSS = '<style>[data-testid="stMainBlockContainer"] { padding-top: 1rem; }</style>'  # more room for the run
-LIVE = ("running", "paused", "queued")
-LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and probe fit the first screen at 1280x720
-PROBE_MAX_HEIGHT = 400  # a run in these states is this session's live run
+LIVE = ("running", "paused", "queued")  # a run in these states is this session's live run
+LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
+PROBE_MAX_HEIGHT = 380
 POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
 
 
@@ -486,6 +486,7 @@ def first_screen(fig, head: int | None):
     if head is not None and height and height > PROBE_MAX_HEIGHT and fig.layout.width:
         scale = (PROBE_MAX_HEIGHT - margin.t - margin.b) / (height - margin.t - margin.b)
         display.fit(fig, int(margin.l + COLORBAR_PX + (fig.layout.width - margin.l - COLORBAR_PX) * scale))
+        fig.update_xaxes(tickmode="linear", dtick=1).update_yaxes(tickmode="linear", dtick=1)  # label every token
     return fig
 
 
