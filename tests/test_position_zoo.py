@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, open_link
 from plotly_specs import array, specs
 from transformer.charts.errors import scheme_lengths
 from transformer.checkpoints import load_bundle, read_info
@@ -85,3 +85,25 @@ def test_the_page_shows_each_scheme_by_length_as_the_library_computes_it(app, bu
         inside = min(r["exact_match"] for r in want if r["trained"])
         assert f"**{scheme}** at least {inside:.1%} inside, holds ≥ 90% to length {reach}" in caption
     assert at.get("download_button")
+
+
+def test_a_scheme_made_active_joins_the_list_and_a_link_finds_it(app, bundles):
+    at = app(PAGE)
+    at.number_input(key="errors_per_length_widget").set_value(10).run()
+    at.toggle(key="errors_schemes_widget").set_value(True).run()
+    picker = "active_model_widget"
+    assert "positions:rope" not in at.selectbox(key=picker).options
+    at.button(key="errors_open_rope").click().run()
+    assert not at.exception and at.selectbox(key=picker).value == "positions:rope"
+    assert at.query_params["model"] == "positions:rope"
+    by_length = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Held-out exact match and"))
+    want = evaluate_lengths(bundles["rope"], 3, 18, 10, 1)["lengths"]  # trained 3-10, and 8 past by default
+    assert np.allclose(array(by_length["data"][0]["y"]), [r["exact_match"] for r in want])
+    for page in ("pages/models/checkpoints.py", "pages/explore/decode.py"):  # every page takes it
+        at.switch_page(page).run()
+        assert not at.exception and at.selectbox(key=picker).value == "positions:rope"
+    linked = open_link(PAGE, {"v": "1", "model": "positions:alibi"})
+    assert not linked.exception and not linked.warning and linked.selectbox(key=picker).value == "positions:alibi"
+    refused = open_link(PAGE, {"v": "1", "model": "positions:../reverse"})
+    assert not refused.exception and refused.selectbox(key=picker).value == "shipped:reverse"
+    assert "positions:../reverse" not in refused.selectbox(key=picker).options

@@ -27,6 +27,7 @@ ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a r
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
+OPENED = "opened_positions"  # session_state: the position-scheme models this session opened (`positions:<scheme>`)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ def shipped_entries() -> list[ModelEntry]:
 def entries() -> dict[str, ModelEntry]:
     """Every model this session can pick, shipped first, keyed by entry key."""
     found = {e.key: e for e in shipped_entries()}
+    models = position_models()
+    for scheme in st.session_state.get(OPENED, ()):
+        if scheme in models:
+            found[f"positions:{scheme}"] = ModelEntry(f"positions:{scheme}", f"positions/{scheme} (pretrained)",
+                                                     "shipped", models[scheme])
     for key, (origin, bundle) in _session_models().items():
         found[key] = ModelEntry(key, f"{bundle.name} ({origin})", origin)
     return found
@@ -100,14 +106,28 @@ def bundle_for(key: str) -> ModelBundle:
     """The bundle behind an entry key (KeyError if it is gone)."""
     if key.startswith("shipped:"):
         return load_file(ASSETS / f"{key.removeprefix('shipped:')}.safetensors")
+    if key.startswith("positions:"):
+        return load_file(position_models()[key.removeprefix("positions:")])
     return _session_models()[key][1]
 
 
+def open_position_model(scheme: str) -> None:
+    """Put a position-scheme model in this session's list (out of it until opened) and make it active. Call from
+    a widget callback."""
+    adopt_kept(f"positions:{scheme}")
+    set_active(f"positions:{scheme}")
+
+
 def adopt_kept(key: str) -> str | None:
-    """Make a kept model (`trained:<id>` from a link or a reload) one of this session's models. Returns
+    """Make a kept model (`trained:<id>` from a link or a reload), or a position-scheme model
+    (`positions:<scheme>`), one of this session's models. Returns
     None when it is now available, else why not."""
     origin, _, model_id = key.partition(":")
     if key in _session_models():
+        return None
+    if origin == "positions" and model_id in position_models():  # a position-scheme model (link or reload)
+        opened = st.session_state.setdefault(OPENED, [])
+        opened.extend([model_id] if model_id not in opened else [])
         return None
     if origin not in ORIGINS:
         return "it is not a model on this server"

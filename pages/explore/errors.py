@@ -246,9 +246,14 @@ def position_schemes(view: View) -> None:
                f"(seed {seed}), the trained lengths shaded. {scheme_caption(reports)}. One seed and one recipe per "
                "scheme: a measurement of these four models, not a ranking of the schemes in general.")
     table = pd.DataFrame([{"scheme": scheme, **row} for scheme, report in reports.items() for row in report["lengths"]])
-    st.download_button("Numbers (CSV)", table.to_csv(index=False), key="errors_schemes_csv", mime="text/csv",
-                       file_name=f"{chart_filename('reverse', 'position-schemes')}.csv", icon=":material/table:",
-                       on_click="ignore")
+    cells = st.columns(len(files) + 1)
+    cells[0].download_button("Numbers (CSV)", table.to_csv(index=False), key="errors_schemes_csv", mime="text/csv",
+                             file_name=f"{chart_filename('reverse', 'position-schemes')}.csv",
+                             icon=":material/table:", on_click="ignore")
+    for cell, scheme in zip(cells[1:], files):
+        if cell.button(f"Make {scheme} active", key=f"errors_open_{scheme}", on_click=registry.open_position_model,
+                       args=(scheme,), help="Add it to the model list and use it on every page"):
+            st.rerun()  # the whole page: the sidebar and the sections above show the new active model
     view.sync_url()
 
 
