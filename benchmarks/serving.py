@@ -24,9 +24,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
 LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
-# In-page: click `selector`, then wait until the script run it caused has ended and every plotly chart of the page
-# has been drawn anew (Streamlit replaces a chart's element when its figure changes: each chart present is a new
-# one holding its drawn SVG), checked every animation frame; milliseconds from the click. When the charts are
+# In-page: click `selector`, then wait until the script run it caused has ended and the plotly charts it replaced
+# have been drawn anew (Streamlit replaces a chart's element when its figure changes; a fragment run replaces only
+# its own charts: each replaced one is a new element holding its drawn SVG), checked every animation frame;
+# milliseconds from the click. When the charts are
 # not all redrawn within 2 s of the run's end, `repainted` is false and `ms` is the run's end (a run whose state
 # change the page never showed counts as ended when its charts are all drawn anew). The button
 # clicked is the visible one (while Streamlit redraws, a stale copy may still be in the page); when it is
@@ -36,9 +37,9 @@ CLICK_TO_PAINT_JS = """async (selector) => {
   const button = [...document.querySelectorAll(selector)].filter(b => b.offsetParent !== null).pop();
   if (!button || button.disabled) return {ms: null, script_ms: null, repainted: false, disabled: true};
   const old = new Set(document.querySelectorAll('.js-plotly-plot'));
-  const drawn = () => {
-    const plots = [...document.querySelectorAll('.js-plotly-plot')];
-    return plots.length >= old.size && plots.every(p => !old.has(p) && p._fullLayout && p.querySelector('.main-svg'));
+  const drawn = () => {  // the charts the run replaced (a fragment run leaves the others) are all drawn
+    const fresh = [...document.querySelectorAll('.js-plotly-plot')].filter(p => !old.has(p));
+    return fresh.length > 0 && fresh.every(p => p._fullLayout && p.querySelector('.main-svg'));
   };
   let ran = false, done = null;
   const watch = new MutationObserver(records => {  // a run may start and end before the observer is called
