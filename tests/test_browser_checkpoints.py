@@ -143,6 +143,8 @@ def evaluate(pg) -> None:
 
 
 def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _browser):
+    from playwright.sync_api import expect
+
     pg = page
     open_app_page(pg, f"{fresh_server.url}/checkpoints")
     pg.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input[role=combobox]").first.click()
@@ -163,6 +165,8 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
 
     with on_a_fresh_server(_browser, link, fresh_server.url) as fresh:  # nothing of the first session
         fresh.locator("[data-testid=stDataFrame]").first.wait_for()
+        # a number box may show its minimum for a moment before its value arrives (seen once under load)
+        expect(fresh.locator(f"{SAMPLES} input").first).to_have_value(original["samples"])
         assert view(fresh) == original  # Evaluate ready with the link's settings, not run on opening
         assert fresh.locator("[data-testid=stMetric]").count() == 0
         evaluate(fresh)
