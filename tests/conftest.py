@@ -233,6 +233,18 @@ def open_link(page: str, query: dict[str, str]):
     return at.run()
 
 
+def read_settled(pg, read, expected, timeout_s: float = 15.0):
+    """`read(pg)` once it equals `expected`, or the last reading when the time is up. On a page just opened
+    a number box may show its minimum for a moment before its value arrives (seen in CI under load), so a
+    test comparing what a page shows reads until it has settled."""
+    deadline = time.monotonic() + timeout_s
+    value = read(pg)
+    while value != expected and time.monotonic() < deadline:
+        pg.wait_for_timeout(200)
+        value = read(pg)
+    return value
+
+
 @contextlib.contextmanager
 def on_a_fresh_server(browser, link: str, made_on: str):
     """Open `link` (copied from the server at `made_on`) in a new browser context on a second, freshly started

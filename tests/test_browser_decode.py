@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REVERSE, needs_reverse, on_a_fresh_server, open_app_page, screenshot, settle, wait_for_app
+from conftest import (
+    REVERSE, needs_reverse, on_a_fresh_server, open_app_page, read_settled, screenshot, settle, wait_for_app,
+)
 from transformer.checkpoints import load_bundle
 from transformer.export import chart_filename
 
@@ -115,7 +117,7 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     screenshot(pg, "decode-03-linked-view")
 
     with on_a_fresh_server(_browser, link, fresh_server.url) as fresh:  # nothing of the first session
-        restored = view(fresh)
+        restored = read_settled(fresh, view, original)
         assert restored == original
         assert fresh.url.split("?")[1] == link.split("?")[1]
 

@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from conftest import SCRIPT_IDLE, Server, _require_chromium, open_app_page, screenshot
+from conftest import SCRIPT_IDLE, Server, _require_chromium, open_app_page, read_settled, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -202,7 +202,7 @@ def test_a_copied_link_restores_the_settings_and_retrains_the_same_model(fresh_s
         fresh.set_default_timeout(30_000)
         open_app_page(fresh, link.replace(fresh_server.url, other.url))
         assert not fresh.get_by_text("could not be followed").count()
-        assert shown(fresh) == original
+        assert read_settled(fresh, shown, original) == original
         assert fresh.evaluate(CHART_DATA, "train_preview_chart") == preview  # the same untrained weights
         assert fresh.url.split("?")[1] == link.split("?")[1]
         assert step_and_pick_head(fresh) == trained  # the same ten steps of training: the same attention
