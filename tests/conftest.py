@@ -145,6 +145,18 @@ class Server:
                 self.proc.kill()
 
 
+def require_image_export() -> None:
+    """Skip a test of server-side PNG/SVG export where it is unavailable (no Chromium for kaleido); under
+    REQUIRE_BROWSER=1 (CI) fail instead."""
+    from transformer.export import image_export_available
+
+    ok, reason = image_export_available()
+    if not ok:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but server-side export is unavailable: {reason}")
+        pytest.skip(reason)
+
+
 def _require_chromium():
     if not Path(CHROMIUM).exists():
         if os.environ.get("REQUIRE_BROWSER") == "1":

@@ -11,8 +11,8 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 
-from conftest import needs_reverse
-from transformer import animation, export
+from conftest import needs_reverse, require_image_export
+from transformer import animation
 
 COLOURS = [(230, 159, 0), (0, 114, 178), (0, 158, 115), (213, 94, 0), (204, 121, 167)]
 
@@ -89,18 +89,10 @@ def test_compose_lays_images_side_by_side_under_a_caption():
     assert (frame[:top] < 128).any()  # the caption's text is drawn
 
 
-def _require_image_export():
-    ok, reason = export.image_export_available()
-    if not ok:
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"REQUIRE_BROWSER=1 but server-side export is unavailable: {reason}")
-        pytest.skip(reason)
-
-
 @needs_reverse
 def test_decode_frames_are_the_figures_rendered(bundle):
     """Each frame holds the step's two charts exactly as figure_to_image renders them, and one frame per step."""
-    _require_image_export()
+    require_image_export()
     from transformer.decoding import greedy_decode
 
     result = greedy_decode(bundle.model, bundle.tokenizer, "abcde", k=5)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import re
 
 import numpy as np
@@ -11,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from conftest import require_image_export
 from transformer import export
 from transformer.charts import attention_heatmap, token_labels
 
@@ -74,16 +74,8 @@ def test_unavailable_browser_is_reported_not_hung(monkeypatch):
         export.figure_to_image(small_figure(), "png")
 
 
-def _require_image_export():
-    ok, reason = export.image_export_available()
-    if not ok:
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"REQUIRE_BROWSER=1 but server-side export is unavailable: {reason}")
-        pytest.skip(reason)
-
-
 def test_figure_to_image_renders_png_and_svg():
-    _require_image_export()
+    require_image_export()
     fig = small_figure()
     png = export.figure_to_image(fig, "png", scale=1)
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
@@ -96,7 +88,7 @@ def test_figure_to_image_renders_png_and_svg():
 
 
 def test_a_grid_exported_on_the_server_keeps_its_layer_and_head_labels():
-    _require_image_export()
+    require_image_export()
     from transformer.charts import head_grid
 
     labels = token_labels(list("abcdef"))

@@ -41,7 +41,7 @@ from .config import NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, check_decode_budget, greedy_decode
 from .devices import DEVICES, resolve_device
 from .sampling import SampleSettings, sample
-from .evaluation import MAX_EVAL_SAMPLES, evaluate_bundle
+from .evaluation import check_samples, evaluate_bundle
 from .job import TrainingJob
 from .lengths import evaluate_lengths, parse_lengths
 from .presets import PRESETS
@@ -487,8 +487,7 @@ def run_ablate(args: argparse.Namespace) -> int:
     if heads is not None:
         heads = check_heads(bundle.model, heads)
     task = bundle.task
-    if not 1 <= args.samples <= MAX_EVAL_SAMPLES:
-        raise ValueError(f"samples must be between 1 and {MAX_EVAL_SAMPLES:,}, got {args.samples:,}")
+    check_samples(args.samples)
     evaluation_estimate(bundle.config, args.samples, task.max_source_chars + 1, task.max_target_chars + 1).check()
     pairs = task.pairs(args.samples, args.seed, "heldout")
     means = head_means(bundle.model, bundle.tokenizer, task.pairs(REFERENCE_PAIRS, args.seed + 1, "heldout")) \

@@ -17,7 +17,7 @@ import torch
 
 from .budget import evaluation_estimate
 from .decoding import greedy_batch
-from .evaluation import EVAL_CHUNK, MAX_EVAL_SAMPLES, fit_width
+from .evaluation import EVAL_CHUNK, check_samples, fit_width
 from .model import EncoderDecoder
 from .special_tokens import EOS, PAD
 from .tasks import Task, encode_pairs
@@ -72,8 +72,7 @@ def analyse_errors(model: EncoderDecoder, tokenizer: Tokenizer, task: Task, samp
     """Greedy-decode `samples` held-out inputs of `task` (batched, KV-cached, at most EXTRA_STEPS steps past the
     longest answer and the model's max_len) and count where the outputs go wrong. Refused (BudgetError) before
     any decoding when the memory estimate exceeds the model budget. The model must be in eval mode."""
-    if not 1 <= samples <= MAX_EVAL_SAMPLES:
-        raise ValueError(f"samples must be between 1 and {MAX_EVAL_SAMPLES:,}, got {samples:,}")
+    check_samples(samples)
     pairs = task.pairs(samples, seed, "heldout")
     device = next(model.parameters()).device
     by_length: dict[int, list[int]] = {}

@@ -98,8 +98,13 @@ def evaluate_pairs(
     }
 
 
-def evaluate_bundle(bundle, samples: int, seed: int, progress: Callable[[int, int], None] | None = None) -> dict:
-    """Metrics of a ModelBundle on freshly generated held-out pairs (the CLI `eval`, the checkpoints page)."""
+def check_samples(samples: int) -> None:
+    """ValueError unless 1 <= samples <= MAX_EVAL_SAMPLES (every held-out count a user may ask for)."""
     if not 1 <= samples <= MAX_EVAL_SAMPLES:
         raise ValueError(f"samples must be between 1 and {MAX_EVAL_SAMPLES:,}, got {samples:,}")
+
+
+def evaluate_bundle(bundle, samples: int, seed: int, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Metrics of a ModelBundle on freshly generated held-out pairs (the CLI `eval`, the checkpoints page)."""
+    check_samples(samples)
     return evaluate_pairs(bundle.model, bundle.tokenizer, bundle.task.pairs(samples, seed, "heldout"), progress)
