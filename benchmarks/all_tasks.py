@@ -17,32 +17,24 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once per process): kept off the clock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from transformer.evaluation import evaluate_bundle  # noqa: E402
-from transformer.job import TrainingJob  # noqa: E402
 from transformer.presets import PRESETS, Preset  # noqa: E402
 from transformer.training import TrainConfig, Trainer  # noqa: E402
+from train_reverse import run_job  # noqa: E402
 
 CONFIRM_SAMPLES = 1000
 
 
 def train_to_bar(train: TrainConfig, model: dict, target: float) -> dict:
     """Wall time of one run through a TrainingJob to `target`, and what it reached."""
-    start = time.perf_counter()
-    job = TrainingJob(Trainer(train, model), target_exact_match=target)
-    job.start()
-    while not job.join(timeout=0.5):
-        job.heartbeat()  # as the page's poll does
-    seconds = time.perf_counter() - start
-    if job.snapshot().error:
-        raise RuntimeError(job.snapshot().error)
-    trainer = job.trainer
+    trainer, seconds = run_job(Trainer(train, model), target)
     last = trainer.history[-1]
     reached = last["exact_match"] >= target and last["samples"] >= CONFIRM_SAMPLES
     fresh = evaluate_bundle(trainer.bundle(), samples=CONFIRM_SAMPLES, seed=1000 + train.seed)

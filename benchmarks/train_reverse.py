@@ -51,8 +51,14 @@ def direct(config: TrainConfig) -> tuple[Trainer, float]:
 
 
 def through_job(config: TrainConfig) -> tuple[Trainer, float]:
+    return run_job(Trainer(config), TARGET)
+
+
+def run_job(trainer: Trainer, target: float) -> tuple[Trainer, float]:
+    """Train through a TrainingJob (polled as the Train page polls) until it stops at `target` or its step
+    budget: the trainer and the wall seconds. RuntimeError with the job's error if it failed."""
     start = time.perf_counter()
-    job = TrainingJob(Trainer(config), target_exact_match=TARGET)
+    job = TrainingJob(trainer, target_exact_match=target)
     job.start()
     while not job.join(timeout=0.5):
         job.heartbeat()  # as the page's poll does
