@@ -9,9 +9,9 @@ import numpy as np
 import plotly.io as pio
 import pytest
 
-from conftest import REVERSE, needs_reverse
+from conftest import REVERSE, needs_reverse, require_image_export
 from plotly_specs import spec
-from test_animation import _require_image_export, read_gif, read_mp4
+from test_animation import read_gif, read_mp4
 from transformer import animation
 
 PAGE = "pages/explore/decode.py"
@@ -36,7 +36,7 @@ def own_caption(at, t: int) -> str:
 
 
 def test_render_button_makes_a_gif_of_the_page_charts(app):
-    _require_image_export()
+    require_image_export()
     at = app(PAGE)
     steps = int(at.slider(key="decode_step_widget").max)
     t = at.slider(key="decode_step_widget").value - 1
