@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
-from transformer.training import TrainConfig, Trainer, muon_parameters
+from transformer.training import BatchedMuon, TrainConfig, Trainer, muon_parameters
 
 MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32, "qk_norm": True}
 
@@ -48,6 +49,23 @@ def test_muon_takes_the_layer_matrices_and_adam_the_rest():
     assert len(muon_params) + len(adam_params) == len(list(trainer.model.parameters()))
     assert (muon_params, adam_params) == tuple(map(list, muon_parameters(trainer.model)))
     assert muon.param_groups[0]["initial_lr"] == 0.05 and adam.param_groups[0]["initial_lr"] == 1e-2
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_batched_muon_updates_exactly_as_torch_muon(nesterov):
+    torch.manual_seed(0)
+    shapes = [(8, 8), (8, 8), (16, 8), (8, 16), (16, 8)]  # square, tall (transposed inside) and wide
+    ours = [nn.Parameter(torch.randn(shape)) for shape in shapes]
+    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
+    settings = dict(lr=0.05, weight_decay=0.1, nesterov=nesterov)
+    optimizers = BatchedMuon(ours, **settings), torch.optim.Muon(theirs, **settings)
+    for _ in range(4):
+        grads = [torch.randn(shape) for shape in shapes]
+        for params, optimizer in zip((ours, theirs), optimizers):
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+            optimizer.step()
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
 
 
 def test_both_rates_follow_the_schedule():
