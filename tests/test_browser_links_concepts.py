@@ -113,3 +113,37 @@ def test_a_link_restores_the_view_on_a_fresh_server(fresh_server, page, _browser
         assert [c["title"] for c in restored["charts"]] == [c["title"] for c in original["charts"]]
         assert json.dumps(restored["charts"]) == json.dumps(original["charts"])  # NaN (a masked cell) included
         screenshot(fresh, f"link-{path or 'home'}-restored")
+
+
+ROOT_FONT_JS = "() => getComputedStyle(document.documentElement).fontSize"
+CHART_FONTS_JS = ("() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')]"
+                  ".map(el => el.layout.font.size)")
+
+
+def test_a_presenter_link_opens_in_presenter_mode_on_a_fresh_server(fresh_server, page, _browser):
+    """The sidebar's presenter switch goes into the page's link; the link opens the page in presenter mode on
+    another server (larger text, the same enlarged charts); switching it off takes it out of the link."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    switch = ".st-key-presenter_widget"
+    open_app_page(page, fresh_server.url)
+    view(page, 2)
+    plain_fonts = page.evaluate(CHART_FONTS_JS)
+    page.locator(switch).get_by_text("Presenter mode").click()
+    settle(page)
+    link = page.url
+    assert dict(parse_qsl(urlsplit(link).query)) == {"v": "1", "presenter": "1"}
+    original, fonts = view(page, 2), page.evaluate(CHART_FONTS_JS)
+    assert page.evaluate(ROOT_FONT_JS) == "21px" and all(a > b for a, b in zip(fonts, plain_fonts))
+
+    with on_a_fresh_server(_browser, link, fresh_server.url) as fresh:
+        restored = view(fresh, 2)
+        assert fresh.locator(f"{switch} input").is_checked() and fresh.evaluate(ROOT_FONT_JS) == "21px"
+        assert fresh.evaluate(CHART_FONTS_JS) == fonts
+        assert restored["text"] == original["text"]
+        assert json.dumps(restored["charts"]) == json.dumps(original["charts"])
+        screenshot(fresh, "link-home-presenter-restored")
+
+    page.locator(switch).get_by_text("Presenter mode").click()
+    settle(page)
+    assert "presenter" not in page.url and page.evaluate(ROOT_FONT_JS) == "16px"

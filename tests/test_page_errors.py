@@ -85,11 +85,13 @@ def test_a_failing_inputs_link_opens_the_decoding_page_at_its_first_wrong_step(a
 def test_the_open_button_switches_to_the_decoding_page_at_the_first_wrong_step(app, shipped):
     at = app(PAGE)
     table = at.dataframe[0].value
+    at.toggle(key="presenter_widget").set_value(True).run()  # presenter mode stays on across the switch
     at.selectbox(key="errors_pick").set_value(1).run()
     at.button(key="errors_open").click().run()
     check_first_wrong_step(shipped, at, table["input"][1], table["expected"][1])
     assert dict(at.query_params) == {"v": "1", "input": table["input"][1],
-                                     "step": str(table["first wrong step"][1])}
+                                     "step": str(table["first wrong step"][1]), "presenter": "1"}
+    assert at.toggle(key="presenter_widget").value
 
 
 def test_the_by_length_view_marks_the_trained_lengths_and_refuses_what_the_model_cannot_hold(app, shipped):

@@ -13,7 +13,7 @@ from transformer.charts.common import COLORBAR_PX
 from transformer.export import chart_config, matrix_to_csv
 
 from .markdown import code
-from .sidebar import EXPORT_FORMAT, PRESENTER
+from .sidebar import EXPORT_FORMAT, presenting
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 ALL_HEADS = "all"  # cross_figure's head: every head of every layer, as one grid
@@ -22,11 +22,6 @@ DECODER_ROWS = ("Decoder rows are labelled by the token the decoder **read** at 
                 "own output so far); hover a cell to see the token it **wrote** there.")
 PRESENTER_SCALE = 1.35  # text and chart heights in presenter mode, for the back row
 BASE_FONT_PX = 14  # a figure's text size when it sets none (charts.common.FONT)
-
-
-def presenting() -> bool:
-    """Whether the sidebar's presenter switch is on for this session."""
-    return bool(st.session_state.get(PRESENTER))
 
 
 def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:

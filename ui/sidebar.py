@@ -1,5 +1,5 @@
 """The sidebar every page shares: "Copy link" (the page's URL holds its view), the active model picker, its
-model card, the export format, and the presenter switch."""
+model card, the export format, and the presenter switch (in the URL too: `presenter=1`)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from transformer.cards import HELD_OUT_SOURCE
 
 from . import model_registry as registry
 from .markdown import literal
-from .tables.shared import SHARED
+from .tables.shared import PRESENTER, SHARED
 from .widgets import NO_MODEL
 
 EXPORT_FORMAT = "export_format"
-PRESENTER = "presenter"  # session key of the presenter switch (ui/display.py scales charts by it)
 # Presenter mode for the back row: Streamlit sizes its text in rem, so a larger root size enlarges every text,
 # label and widget; the main column may use the whole window.
 PRESENTER_CSS = """<style>
@@ -76,10 +75,17 @@ def card_notes(bundle) -> str | None:
     return ":material/info: " + literal(f"{text[:1].upper()}{text[1:]}.")
 
 
+def presenting() -> bool:
+    """Whether the presenter switch is on for this session (set by the sidebar, or by a link)."""
+    return SHARED.view().get(PRESENTER.name)
+
+
 def presenter_switch() -> None:
     """The presenter switch; while it is on, the page's text is larger (PRESENTER_CSS) and so are its charts."""
-    st.toggle("Presenter mode", key=PRESENTER, help="Larger text and charts, for a projector and the back row.")
-    if st.session_state.get(PRESENTER):
+    SHARED.view().widget(PRESENTER.name, st.toggle, "Presenter mode",
+                         help="Larger text and charts, for a projector and the back row. The page's link keeps "
+                              "it on.")
+    if presenting():
         st.html(PRESENTER_CSS)
 
 

@@ -20,6 +20,7 @@ from ui.markdown import literal
 from ui.state import View
 from ui.tables.decode import DECODE
 from ui.tables.errors import ERRORS, MAX_LENGTH, PER_LENGTH, SAMPLES
+from ui.tables.shared import PRESENTER
 from ui.widgets import finish, header, require_model
 from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy, scheme_lengths
 from transformer.error_analysis import ErrorAnalysis, Failure, analyse_errors
@@ -60,8 +61,8 @@ def scheme_report(path: str, version: int, per_length: int, seed: int) -> dict:
 
 def decode_params(key: str, failure: Failure) -> dict[str, str]:
     """The decoding page's query parameters showing `failure` at its first wrong step, every other setting (forced
-    tokens, knocked-out heads, sampling) at its default."""
-    values = {prop.name: prop.default for prop in DECODE.props}
+    tokens, knocked-out heads, sampling) at its default; the presenter switch stays as it is."""
+    values = {prop.name: prop.default for prop in DECODE.props if prop is not PRESENTER}
     values |= {"model": key, "input": failure.source, "step": failure.step + 1}
     return DECODE.view().params(values)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ui.state import Choice, Int, IntList, Prop, StateTable, register
-from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, MODEL
+from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, MODEL, PRESENTER
 
 KINDS = ("cross", "encoder_self", "decoder_self")
 
@@ -37,4 +37,5 @@ ATTENTION = register(StateTable("attention", (
     IntList("cell", length=2, hi=10_000, depends_on=("model", "input", "kind", "layer", "head")),  # 0-based
     Picks("picks", depends_on=("model",)),
     Int("samples", default=300, lo=20, hi=2000),  # held-out inputs of the head-importance sweep
+    PRESENTER,
 )))

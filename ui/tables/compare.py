@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ui import model_registry as registry
 from ui.state import Choice, Int, LinkError, StateTable, Text, register
 from ui.tables.attention import KINDS
-from ui.tables.shared import ModelProp
+from ui.tables.shared import PRESENTER, ModelProp
 
 
 @dataclass(frozen=True)
@@ -36,4 +36,5 @@ COMPARE = register(StateTable("compare", (
     Int("step", default=1, lo=1, hi=1000, depends_on=("a", "b", "input")),  # 1-based decoding step of the top-k
     Int("samples", default=200, lo=20, hi=2000),
     Int("seed", default=7, lo=0, hi=2**31 - 1),
+    PRESENTER,
 )))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from transformer.masked_batch import MAX_BATCH
 from ui.state import Choice, Flag, Int, LinkError, StateTable, Text, register
-from ui.tables.shared import MODEL
+from ui.tables.shared import MODEL, PRESENTER
 
 CORRECT, GREEDY = "correct", "greedy"
 TARGETS = (CORRECT, GREEDY)
@@ -52,4 +52,5 @@ MASKS = register(StateTable("masks", (
     _index("open_layer"),
     _index("open_head"),
     _row("open_row"),  # None: the longest input
+    PRESENTER,
 )))

@@ -1,5 +1,5 @@
-"""View state every page shares: the active model, the input text and the heads knocked out (decode and
-attention pages)."""
+"""View state every page shares: the active model, the presenter switch (every page's table holds it, so every
+page's link keeps it), the input text and the heads knocked out (decode and attention pages)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from transformer.ablation import MODES, Head
 from ui import model_registry as registry
-from ui.state import Choice, LinkError, Prop, StateTable, Text, register
+from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, register
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,9 @@ class HeadSet(Prop):
 
 
 MODEL = ModelProp("model", default=registry.DEFAULT_MODEL, key=registry.ACTIVE)
+PRESENTER = Flag("presenter", key="presenter")  # the sidebar's presenter switch: larger text and charts
 INPUT = Text("input", default=None, max_chars=200, depends_on=("model",), key="shared_input")
 KNOCKED = HeadSet("knocked", depends_on=("model",), key="shared_knocked")
 KNOCK_MODE = Choice("knock_mode", default="zero", options=MODES, key="shared_knock_mode")
 
-SHARED = register(StateTable("shared", (MODEL,)))
+SHARED = register(StateTable("shared", (MODEL, PRESENTER)))

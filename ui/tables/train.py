@@ -28,6 +28,7 @@ from ui.run_settings import (
     RunSettings, task_defaults,
 )
 from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
+from ui.tables.shared import PRESENTER
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ TRAIN = register(StateTable("train", (
     Flag("follow", default=True, url=False),
     Int("snapshot", default=None, lo=0, hi=10**9, url=False),
     Text("name", default=None, max_chars=60, url=False),
+    PRESENTER,
 )))
 
 
