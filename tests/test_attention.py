@@ -1,5 +1,5 @@
-"""attend() and MultiHeadAttention: the fused (SDPA) and traced paths agree, and the traced weights are
-a proper masked softmax that never turns into NaN."""
+"""attend() and MultiHeadAttention: both fast paths (written out for short sequences, SDPA for long ones) and
+the traced path agree, and the traced weights are a proper masked softmax that never turns into NaN."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from transformer.attention import MultiHeadAttention, attend
+from transformer.attention import WRITTEN_OUT_MAX, MultiHeadAttention, attend
 from transformer.masks import padding_mask, subsequent_mask
 from transformer.trace import AttentionTrace
 
@@ -18,16 +18,17 @@ def qkv(batch=2, heads=3, queries=5, keys=5, d_head=4, seed=0, grad=False):
     return [torch.randn(batch, heads, n, d_head, generator=g, requires_grad=grad) for n in (queries, keys, keys)]
 
 
-def masks() -> dict[str, torch.Tensor | None]:
-    """Masks for batch 2, 5 queries, 5 keys; "empty_row" leaves query 0 of batch 1 with no key at all."""
-    ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 0, 0, 0]])
-    empty = padding_mask(ids) & subsequent_mask(5)
+def masks(n: int = 5) -> dict[str, torch.Tensor | None]:
+    """Masks for batch 2, n queries, n keys (row 1: two tokens, then padding); "empty_row" leaves query 0 of
+    batch 1 with no key at all."""
+    ids = torch.tensor([[5] * n, [5, 6] + [0] * (n - 2)])
+    empty = padding_mask(ids) & subsequent_mask(n)
     empty[1, 0, 0, :] = False
     return {
         "none": None,
         "padding": padding_mask(ids),
-        "causal": subsequent_mask(5),
-        "padding_causal": padding_mask(ids) & subsequent_mask(5),
+        "causal": subsequent_mask(n),
+        "padding_causal": padding_mask(ids) & subsequent_mask(n),
         "empty_row": empty,
     }
 
@@ -38,10 +39,15 @@ def traced(q, k, v, mask):
     return out, trace.attention["encoder_self"][0]
 
 
+LONG = 40  # LONG x LONG pairs: past WRITTEN_OUT_MAX, so the fast path is SDPA's
+assert LONG * LONG > WRITTEN_OUT_MAX >= 5 * 5
+
+
+@pytest.mark.parametrize("n", [5, LONG])
 @pytest.mark.parametrize("name", list(masks()))
-def test_fast_and_traced_paths_agree(name):
-    mask = masks()[name]
-    q, k, v = qkv()
+def test_fast_and_traced_paths_agree(name, n):
+    mask = masks(n)[name]
+    q, k, v = qkv(queries=n, keys=n)
     fast = attend(q, k, v, mask)
     slow, _ = traced(q, k, v, mask)
     torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-5)
@@ -82,10 +88,11 @@ def test_causal_weights_are_zero_above_the_diagonal():
     assert (rec.weights[..., ~above] > 0).all()
 
 
+@pytest.mark.parametrize("n", [5, LONG])
 @pytest.mark.parametrize("use_trace", [False, True])
-def test_all_masked_row_has_finite_output_and_gradient(use_trace):
-    q, k, v = qkv(grad=True)
-    mask = masks()["empty_row"]
+def test_all_masked_row_has_finite_output_and_gradient(use_trace, n):
+    q, k, v = qkv(queries=n, keys=n, grad=True)
+    mask = masks(n)["empty_row"]
     trace = AttentionTrace() if use_trace else None
     out = attend(q, k, v, mask, trace=trace, site=("cross", 0))
     assert torch.equal(out[1, :, 0], torch.zeros_like(out[1, :, 0]))  # nothing to attend to: output 0

@@ -35,7 +35,8 @@ def random_model(norm="pre", positional="sinusoidal", seed=0, max_len=24, eos_bi
 
 @pytest.fixture(scope="module")
 def reverser() -> EncoderDecoder:
-    """A tiny model trained for a few seconds to reverse 1-6 letters (nearly always right)."""
+    """A tiny model trained for a few seconds to reverse 1-6 letters (nearly always right; 300 steps left 'qzx'
+    one letter off after a change of rounding in attention)."""
     torch.manual_seed(0)
     task = make_task("reverse", min_len=1, max_len=6)
     config = ModelConfig(src_vocab=V, tgt_vocab=V, n_enc_layers=1, n_dec_layers=1, d_model=32, n_heads=2,
@@ -43,7 +44,7 @@ def reverser() -> EncoderDecoder:
     model = EncoderDecoder(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
-    for _ in range(300):
+    for _ in range(500):
         src, tgt = task.batch(128, generator, TOKENIZER)
         log_probs = model(src, tgt[:, :-1], padding_mask(src), target_mask(tgt[:, :-1]))
         loss = torch.nn.functional.nll_loss(log_probs.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD)

@@ -65,8 +65,8 @@ class EncoderLayer(nn.Module):
     def forward(self, x, mask, trace=None, positions=None):
         """`positions`: (len,) absolute positions for RoPE / ALiBi (None: none)."""
         site = ("encoder_self", self.index)
-        x = self.residuals[0](x, lambda y: self.self_attn(y, self.self_attn.keys_values(y, positions), mask, trace,
-                                                          site, positions))
+        x = self.residuals[0](x, lambda y: self.self_attn.attend_queries(*self.self_attn.project(y, positions), mask,
+                                                                         trace, site, positions))
         return self.residuals[1](x, self.feed_forward)
 
 
@@ -112,13 +112,13 @@ class DecoderLayer(nn.Module):
         """`positions`: the new tokens' (len,) absolute positions for RoPE / ALiBi (None: none); the cache holds
         keys already rotated at theirs."""
         def self_attention(y):
-            k, v = self.self_attn.keys_values(y, positions)
+            q, (k, v) = self.self_attn.project(y, positions)
             if cache is not None:
                 if cache.self_kv is not None:
                     k = torch.cat([cache.self_kv[0], k], dim=2)
                     v = torch.cat([cache.self_kv[1], v], dim=2)
                 cache.self_kv = (k, v)
-            return self.self_attn(y, (k, v), tgt_mask, trace, ("decoder_self", self.index), positions)
+            return self.self_attn.attend_queries(q, (k, v), tgt_mask, trace, ("decoder_self", self.index), positions)
 
         def cross_attention(y):
             if cache is None:
