@@ -87,6 +87,17 @@ def test_figure_to_image_renders_png_and_svg():
         export.figure_to_image(fig, "gif")
 
 
+def test_a_batch_of_figures_comes_back_in_order():
+    """figures_to_images hands every figure to kaleido's tabs at once; the images still come in the given order."""
+    require_image_export()
+    figs = [go.Figure(small_figure()).update_layout(width=width, height=200 + width // 10)
+            for width in (300, 420, 360, 480, 330)]
+    images = list(export.figures_to_images(figs, "png", scale=1))
+    assert [(int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) for png in images] == [
+        (fig.layout.width, fig.layout.height) for fig in figs]
+    assert images[1] == export.figure_to_image(figs[1], "png", scale=1)
+
+
 def test_a_grid_exported_on_the_server_keeps_its_layer_and_head_labels():
     require_image_export()
     from transformer.charts import head_grid

@@ -1,19 +1,22 @@
 """Chart export: toolbar download settings with meaningful file names, server-side PNG/SVG through kaleido
 (which drives a Chromium), a standalone offline HTML fallback, and the numbers behind a heatmap as CSV.
 
-One kaleido browser is started lazily (~2-3 s) and kept for the process (~0.15-0.3 s per image after),
-in its own event-loop thread, so Streamlit sessions share it and never run asyncio themselves.
+One kaleido browser is started lazily (~3-6 s) and kept for the process (~0.15-0.3 s per image after, most
+of it kaleido reloading its tab), in its own event-loop thread, so Streamlit sessions share it and never run
+asyncio themselves. Its RENDER_TABS tabs render side by side: a batch (figures_to_images) keeps them all busy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import html
 import os
 import re
 import shutil
 import threading
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,6 +26,7 @@ import plotly.io as pio
 FORMATS = ("png", "svg")
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 START_TIMEOUT_S, RENDER_TIMEOUT_S = 60.0, 30.0
+RENDER_TABS = 2  # kaleido tabs: one renders while another reloads (a 2-core laptop's worth)
 DEFAULT_SIZE = (1000, 700)
 
 
@@ -80,7 +84,7 @@ class _Renderer:
 
         # Rendering needs no network (the page and plotly.js are local); a proxy that refuses everything keeps
         # Chromium's own background lookups (accounts, updates, search engines) from leaving the machine.
-        browser = kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False, path=path,
+        browser = kaleido.Kaleido(n=RENDER_TABS, timeout=RENDER_TIMEOUT_S, mathjax=False, path=path,
                                   proxy_server="127.0.0.1:9")
         await browser.open()
         return browser
@@ -88,8 +92,9 @@ class _Renderer:
     def _run(self, coroutine, timeout: float):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
-    def render(self, fig: go.Figure, opts: dict) -> bytes:
-        return self._run(self._kaleido.calc_fig(fig, opts=opts), RENDER_TIMEOUT_S + 5)
+    def submit(self, fig: go.Figure, opts: dict) -> concurrent.futures.Future:
+        """Queue `fig` for the next free tab; the future holds the image bytes (cancelling it drops the render)."""
+        return asyncio.run_coroutine_threadsafe(self._kaleido.calc_fig(fig, opts=opts), self._loop)
 
     def close(self) -> None:
         if self._kaleido is not None:
@@ -147,23 +152,34 @@ def shutdown() -> None:
 atexit.register(shutdown)
 
 
-def figure_to_image(fig: go.Figure, fmt: str = "png", scale: float = 2, width: int | None = None,
-                    height: int | None = None) -> bytes:
-    """PNG or SVG bytes of `fig`, rendered on the server by kaleido; ExportError says why when it cannot.
-    The size defaults to the figure's own layout size."""
+def figures_to_images(figs: Sequence[go.Figure], fmt: str = "png", scale: float = 2) -> Iterator[bytes]:
+    """PNG or SVG bytes of each figure at its own layout size, in order. All are handed to kaleido at once, so
+    its tabs render them side by side while the caller uses the first ones; ExportError says why it cannot."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
-    opts = {"format": fmt, "scale": scale, "width": width or fig.layout.width or DEFAULT_SIZE[0],
-            "height": height or fig.layout.height or DEFAULT_SIZE[1]}
     renderer = _renderer()
+    futures = [renderer.submit(fig, {"format": fmt, "scale": scale,
+                                     "width": fig.layout.width or DEFAULT_SIZE[0],
+                                     "height": fig.layout.height or DEFAULT_SIZE[1]}) for fig in figs]
     try:
-        return renderer.render(fig, opts)
-    except Exception as exc:  # a crashed or stuck browser: drop it so the next export starts a fresh one
-        with _lock:
-            if _state["renderer"] is renderer:
-                _state["renderer"] = None
-        renderer.close()
-        raise ExportError(f"image export failed: {exc!r}") from exc
+        for future in futures:  # each waits at most one render once the one before it is done
+            try:
+                yield future.result(RENDER_TIMEOUT_S + 5)
+            except Exception as exc:  # a crashed or stuck browser: drop it so the next export starts a fresh one
+                with _lock:
+                    if _state["renderer"] is renderer:
+                        _state["renderer"] = None
+                renderer.close()
+                raise ExportError(f"image export failed: {exc!r}") from exc
+    finally:  # an error, or a caller that stopped early: the renders still queued are dropped
+        for future in futures:
+            future.cancel()
+
+
+def figure_to_image(fig: go.Figure, fmt: str = "png", scale: float = 2) -> bytes:
+    """PNG or SVG bytes of `fig` at its own layout size, rendered on the server by kaleido; ExportError says
+    why when it cannot."""
+    return next(figures_to_images([fig], fmt, scale))
 
 
 def figure_to_html(fig: go.Figure, config: dict | None = None) -> bytes:
