@@ -19,7 +19,8 @@ from .trace import AttentionTrace
 
 # Up to this many (query, key) pairs per head, the CPU fast path writes attention out. Forward + backward,
 # 64 x 4 heads of d_head 16, one thread's CPU time: 21 x 21 2.0 ms written out against SDPA's 2.8 ms (a
-# default-model training step 3.5% cheaper); 32 x 32 about equal; 64 x 64 SDPA 17% cheaper, 128 x 128 1.5x.
+# default-model training step 1-3.5% cheaper in alternating runs); 32 x 32 about equal; 64 x 64 SDPA 17%
+# cheaper, 128 x 128 1.5x.
 WRITTEN_OUT_MAX = 32 * 32
 
 
