@@ -73,10 +73,13 @@ def test_the_options_reach_the_worker(train_page):  # noqa: F811
     bundle = job_of(at).bundle()  # built by the worker's Trainer
     config, train = bundle.model.config, bundle.card["train"]
     assert config.qk_norm and config.n_enc_layers == 2 and config.n_dec_layers == 1
-    assert (train["optimizer"], train["muon_lr"], train["steps"], train["task"]) == ("muon", 0.03, 1500, "addition")
+    recipe = PRESETS["addition"].train
+    assert (train["optimizer"], train["muon_lr"], train["steps"], train["task"]) == (
+        "muon", 0.03, recipe["steps"], "addition")
     assert at.session_state["train_run"].settings.target == PRESETS["addition"].target
     summary = next(c.value for c in at.caption if c.value.startswith("**Model:**"))
-    assert "qk-norm" in summary and "Muon lr 0.03 + Adam lr 0.007" in summary and "up to 1,500 steps" in summary
+    assert "qk-norm" in summary and f"Muon lr 0.03 + Adam lr {recipe['lr']:g}" in summary
+    assert f"batch {recipe['batch_size']}, up to {recipe['steps']:,} steps" in summary
 
 
 def test_the_options_round_trip_through_the_url(train_page):  # noqa: F811
