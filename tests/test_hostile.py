@@ -186,11 +186,15 @@ def refused_measured(case: str, baseline: float, phrase: str, *args: str, env: d
 
 
 def measured_peak_mb(code: str) -> float:
-    """Peak RSS growth in MB while a subprocess runs `code`'s work() (after its setup), from the process's
-    VmHWM in /proc (its own ru_maxrss starts at the parent's RSS at fork time, pytest's: too high)."""
+    """Peak RSS growth in MB while a subprocess runs `code`'s work() (after its setup): the process's VmHWM in
+    /proc, reset to its RSS just before work() (so the setup's own peak cannot hide the work's; ru_maxrss
+    starts at the parent's RSS at fork time, pytest's: too high)."""
     prelude = ("import re, torch\ntorch.set_num_threads(1)\n"
-               "def _peak(): return int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1]) / 1024\n")
-    body = prelude + textwrap.dedent(code) + "\n_before = _peak()\nwork()\nprint(_peak() - _before)\n"
+               "def _mb(field):\n"
+               "    return int(re.search(field + r':\\s+(\\d+)', open('/proc/self/status').read())[1]) / 1024\n")
+    measure = ("\nopen('/proc/self/clear_refs', 'w').write('5')\n_before = _mb('VmRSS')\n"
+               "work()\nprint(_mb('VmHWM') - _before)\n")
+    body = prelude + textwrap.dedent(code) + measure
     run = subprocess.run([sys.executable, "-c", body], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -33,6 +33,7 @@ Such a file holds either
 from __future__ import annotations
 
 import io
+import math
 import json
 import os
 import stat
@@ -54,7 +55,7 @@ try:
 except ImportError:  # not on Windows: see _lock
     fcntl = None
 
-from .budget import load_estimate
+from .budget import BudgetError, load_estimate, parameter_count
 from .bundle import ModelBundle
 from .cards import clean_card
 from .config import ModelConfig
@@ -457,11 +458,22 @@ def _signature(state: dict[str, torch.Tensor]) -> dict[str, tuple[list[int], str
 
 
 def _build_model(meta: dict, found: dict[str, tuple[list[int], str]]) -> EncoderDecoder:
-    """The model the config describes, built only after `found` tensors proved to match it exactly
-    (checked on the meta device, so an absurd config with a small file allocates nothing)."""
+    """The model the config describes, kept only if the `found` tensors match its own exactly. It is built
+    only within the model budget (BudgetError, a ValueError: an absurd config allocates nothing), and a file
+    too small for a config over the budget is refused as not fitting it. (Not built on the meta device to
+    check first: initialising parameters there imports torch._dynamo, 1.5-2.5 s the first time in a
+    process, which the first page to load a model paid.)"""
     config = ModelConfig.from_dict(meta["config"])
-    with torch.device("meta"):
-        expected = _signature(EncoderDecoder(config).state_dict())
+    try:
+        load_estimate(config).check()
+    except BudgetError:
+        held, needed = sum(math.prod(shape) for shape, _ in found.values()), parameter_count(config)
+        if held < needed:
+            raise CheckpointError(f"the tensors do not fit the model config: the file holds {held:,} numbers, "
+                                  f"the config has {needed:,} parameters") from None
+        raise
+    model = EncoderDecoder(config)
+    expected = _signature(model.state_dict())
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
     if missing or extra:
@@ -472,8 +484,7 @@ def _build_model(meta: dict, found: dict[str, tuple[list[int], str]]) -> Encoder
         if found[name] != (shape, dtype):
             got_shape, got_dtype = found[name]
             raise CheckpointError(f"tensor {name!r} is {got_dtype} {got_shape}; the config needs {dtype} {shape}")
-    load_estimate(config).check()  # BudgetError (a ValueError) before any tensor is built or read
-    return EncoderDecoder(config)
+    return model
 
 
 def _check_finite(state: dict[str, torch.Tensor]) -> None:
