@@ -22,6 +22,7 @@ import plotly_specs
 import pytest
 import torch
 
+from conftest import needs_reverse
 from page_probes import DivergingProbe
 from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
@@ -732,6 +733,21 @@ def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query, u
     expected = {**values_of(settings_of(view)), "probe": example_input(TASKS[task]())}
     assert shown_settings(at) == {name: expected[name] for name in shown_settings(at)}
     assert not at.button(key="train_start").disabled and runs.RUN not in at.session_state
+
+
+@needs_reverse
+def test_one_heads_probe_title_puts_the_step_on_a_line_of_its_own(bundle):
+    """Beside the curves the probe's column is narrow: its one-line title was cut off at "training st"."""
+    from ui import display
+
+    result = run_probe(bundle, "abcdef")
+    fig, plain = runs.probe_figure(result, 250, 0, 1), display.cross_figure(result, 0, 1)
+    assert fig.layout.title.text.split("<br>") == ["Cross-attention · layer 1 · head 2", "training step 250"]
+    grown = fig.layout.margin.t - plain.layout.margin.t
+    assert grown > 0 and fig.layout.title.pad.t == plain.layout.title.pad.t + grown  # room for the second line
+    assert fig.layout.height - fig.layout.margin.t == max(plain.layout.height, runs.MIN_PROBE_HEIGHT) - \
+        plain.layout.margin.t  # the cells keep their size
+    assert "<br>" not in runs.probe_figure(result, 250, 0, None).layout.title.text  # every head: the page's width
 
 
 def test_live_texts_and_export_names():

@@ -43,10 +43,19 @@ REASONS = {
     "session gone": "was stopped because its browser session went away",
 }
 FOLDED = "Settings (locked while the run is live)"
-LIVE_CSS = '<style>[data-testid="stMainBlockContainer"] { padding-top: 1rem; }</style>'  # more room for the run
+# More room for the run; the curves and the probe side by side only where each column gets LIVE_COLUMN_PX (at
+# 1024 px with the sidebar open they were ~270 px: the probe's token labels ran into each other), else stacked
+LIVE_COLUMN_PX = 360
+LIVE_CSS = f"""<style>
+[data-testid="stMainBlockContainer"] {{ padding-top: 1rem; }}
+.st-key-train_live_columns [data-testid="stHorizontalBlock"] {{ flex-wrap: wrap; }}
+.st-key-train_live_columns [data-testid="stColumn"] {{ min-width: {LIVE_COLUMN_PX}px; }}
+.st-key-train_live_columns [data-testid="stColumn"] [data-testid="stColumn"] {{ min-width: 0; }}
+</style>"""
 LIVE = ("running", "paused", "queued")  # a run in these states is this session's live run
 LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
 PROBE_MAX_HEIGHT = 380
+STEP_COUNT_PX = 120  # the Step button's count box: room for 1000 beside its - and + buttons
 POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
 
 
@@ -300,27 +309,27 @@ def step_clicked(view: View, run: runs.Run | None) -> None:
 
 
 def controls(view: View, run: runs.Run | None, state: str | None, problem: str | None) -> None:
+    """The run's buttons in one row that wraps where the window is narrow (1024 px, presenter mode), so no label
+    is cut short."""
     live = state in LIVE
-    cols = st.columns([1, 1, 1, 1, 0.9, 1.1, 1], vertical_alignment="bottom")
-    cols[0].button("Start", key="train_start", icon=":material/play_arrow:", type="primary", width="stretch",
-                   disabled=live or problem is not None, on_click=runs.request_start)
-    cols[1].button("Pause", key="train_pause", icon=":material/pause:", width="stretch",
-                   disabled=state not in POLLED, on_click=lambda: run.pause(),
-                   help="Pause after the step under way (a waiting run leaves the line).")
-    cols[2].button("Resume", key="train_resume", icon=":material/resume:", width="stretch",
-                   disabled=state != "paused", on_click=resume, args=(view, run))
-    cols[3].button("Stop", key="train_stop", icon=":material/stop:", width="stretch", disabled=not live,
-                   on_click=lambda: run.stop(),
-                   help="End training for good; the model so far is kept and can be used below.")
-    with cols[4]:
-        number(view, TRAIN.by_name["step_count"], disabled=False, label_visibility="collapsed")  # Step's count
-    cols[5].button("Step", key="train_step", icon=":material/skip_next:", width="stretch",
-                   disabled=state in POLLED or (state != "paused" and problem is not None),
-                   on_click=step_clicked, args=(view, run),
-                   help="Run exactly this many steps, then pause (a new run starts paused if none is live).")
-    cols[6].button("Reset", key="train_reset", icon=":material/restart_alt:", width="stretch",
-                   disabled=run is None, on_click=runs.discard_run,
-                   help="Stop this run and clear this page (it stays in the runs table on the Checkpoints page).")
+    with st.container(horizontal=True, vertical_alignment="bottom", key="train_controls"):
+        st.button("Start", key="train_start", icon=":material/play_arrow:", type="primary",
+                  disabled=live or problem is not None, on_click=runs.request_start)
+        st.button("Pause", key="train_pause", icon=":material/pause:", disabled=state not in POLLED,
+                  on_click=lambda: run.pause(), help="Pause after the step under way (a waiting run leaves the line).")
+        st.button("Resume", key="train_resume", icon=":material/resume:", disabled=state != "paused",
+                  on_click=resume, args=(view, run))
+        st.button("Stop", key="train_stop", icon=":material/stop:", disabled=not live, on_click=lambda: run.stop(),
+                  help="End training for good; the model so far is kept and can be used below.")
+        number(view, TRAIN.by_name["step_count"], disabled=False, label_visibility="collapsed",  # Step's count
+               width=STEP_COUNT_PX)
+        st.button("Step", key="train_step", icon=":material/skip_next:",
+                  disabled=state in POLLED or (state != "paused" and problem is not None),
+                  on_click=step_clicked, args=(view, run),
+                  help="Run exactly this many steps, then pause (a new run starts paused if none is live).")
+        st.button("Reset", key="train_reset", icon=":material/restart_alt:", disabled=run is None,
+                  on_click=runs.discard_run,
+                  help="Stop this run and clear this page (it stays in the runs table on the Checkpoints page).")
 
 
 def probe_changed(view: View) -> None:
@@ -364,7 +373,8 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
         st.info(waiting, icon=":material/hourglass_top:")
         return None
     running = state in POLLED
-    slider_col, follow_col = scrub.columns([2.2, 1], vertical_alignment="center")
+    row = scrub.container(horizontal=True, vertical_alignment="center")
+    slider_col, follow_col = row.container(), row.container(width="content")  # Follow keeps its whole label
     if running:
         with follow_col:
             view.widget("follow", st.toggle, "Follow",
@@ -452,7 +462,7 @@ def live_view(view: View, run: runs.Run) -> None:
     if snapshot.state != runs.drawn_state():
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
-    curves, probe = st.columns([1, 1.15], gap="medium")
+    curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
         metrics_line(snapshot)
         scrub = st.container()
