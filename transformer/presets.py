@@ -47,8 +47,9 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
                 "qk-norm + Muon lr 0.04 99.6% at 600 (21.3 s: Muon's steps cost more)"),
     Preset("addition", 0.99, {"qk_norm": True, "n_enc_layers": 2},
            {"optimizer": "muon", "muon_lr": 0.04, "lr": 0.01, "batch_size": 128, "steps": 900},
-           note="2026-11-23, load 6-12, benchmarks/all_tasks.py: with 900 steps 99% at step 800 / 900 (seeds "
-                "6/7, 99.0% / 99.2%); with 800, 99.0-99.6% at step 800 for seeds 0, 3, 4, 5 but 98.7% / 98.3% "
+           note="2026-11-23, benchmarks/all_tasks.py: 31.4 s / 31.6 s at load 2.4-3.8 (seeds 0/7, step 800 / "
+                "900); load 6-12: with 900 steps 99% at step 800-900 (seeds 0, 3, 6, 7); with 800, 99.0-99.6% "
+                "at step 800 for seeds 0, 3, 4, 5 but 98.7% / 98.3% "
                 "for 6 / 7; with 700, 3 of 4; steps to 99% (teacher-forced, 1,000 held-out, every 50; Adam lr "
                 "0.007): batch 128 600 steps 97.9% / 98.6% at the end, 800 steps 750 / 750; batch 64 (~35% "
                 "cheaper steps) 1,000 steps 98.6% / 950, 1,500 steps 1,300 / 1,200; batch 256 (~40% dearer) "
