@@ -8,7 +8,10 @@ import os
 import pickle
 import random
 import struct
+import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 import safetensors.torch
@@ -370,3 +373,15 @@ def test_pt_refusal_message_is_plain_and_never_advises_unsafe_loading(tmp_path):
         assert message.startswith("refused to load this .pt file safely")
         assert "weights_only" not in message and "\x1b" not in message
     assert not marker.exists()  # the payload never ran
+
+
+def test_loading_a_checkpoint_does_not_import_torch_dynamo():
+    """Building the model on the meta device to check a file imported torch._dynamo (2.4 s of a first load,
+    which the first page to show a model paid); a fresh process loads the shipped model without it."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys\nfrom transformer.checkpoints import load_bundle\n"
+            "load_bundle('assets/checkpoints/reverse.safetensors')\nprint('torch._dynamo' in sys.modules)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(root)))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False"
