@@ -78,10 +78,9 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
     return {
         "key": key, "Active": "★ active" if key == registry.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
-        "Layers": f"{config['n_enc_layers']}+{config['n_dec_layers']}", "Heads": config["n_heads"],
-        "d_model": config["d_model"], "Parameters": parameters,
+        "Shape": runs_table.shape_text(config), "Parameters": parameters,
         "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"],
-        "Size (MB)": size / 1e6, "Created": created_at(card),
+        "Size (MB)": size / 1e6,
     }
 
 
@@ -134,9 +133,8 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
         column_config={
             "Active": st.column_config.TextColumn("Active", help="The model every page uses (see the sidebar)",
                                                   width=76),
-            "Layers": st.column_config.TextColumn("Layers", help="Encoder + decoder layers", width="small"),
-            "Heads": st.column_config.NumberColumn("Heads", help="Attention heads per layer", width="small"),
-            "d_model": st.column_config.NumberColumn("d_model", help="Width of every token's vector", width="small"),
+            "Shape": st.column_config.TextColumn("Shape", help="Encoder + decoder layers × attention heads per "
+                                                 "layer, d = d_model, the width of every token's vector"),
             "Parameters": st.column_config.NumberColumn("Parameters", format="localized"),
             "Exact match": st.column_config.NumberColumn(
                 "Exact match", format="%.1f%%", help="Greedy exact match from the model card, measured on the "
@@ -144,7 +142,6 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
             "Size (MB)": st.column_config.NumberColumn(
                 "Size (MB)", format="%.2f", help="The .safetensors file in MB of 10^6 bytes, as the `models` "
                 "command and the README give it"),
-            "Created": st.column_config.DatetimeColumn("Created", format="YYYY-MM-DD"),
         },
     )
     st.caption("Click a row (or pick below) to see that model's card. Pretrained models ship with the app; "
