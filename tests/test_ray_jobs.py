@@ -34,7 +34,7 @@ from worker_probes import FailingProbe, TextProbe
 from transformer.capacity import QueueFullError, RunQueue
 from transformer.decoding import greedy_decode
 from transformer.probe import Probe, ProbeResult
-from transformer.ray_jobs import RAY_ADDRESS_ENV, RayJob, _TrainingActor, make_job
+from transformer.ray_jobs import CONNECT_TRIES, RAY_ADDRESS_ENV, RayJob, _Connector, _TrainingActor, make_job
 from transformer.training import TrainConfig
 from transformer.worker import ProcessJob
 
@@ -399,3 +399,31 @@ def test_an_exchange_tried_again_hands_nothing_over_twice():
     assert "could not be read on this node" in pickle.loads(first[0])[1]
     assert actor.exchange(1, [b"step 5"]) == first and list(actor.mailbox._inbox) == [b"step 5"]
     assert actor.exchange(2, [b"pause"]) == [] and list(actor.mailbox._inbox) == [b"step 5", b"pause"]
+
+
+def test_a_connection_that_fails_once_is_tried_again(monkeypatch):
+    """Ray's client server sometimes fails to start a session's server; the connector tries ray.init again,
+    and reports the last error only when every try failed."""
+    import ray
+
+    calls = []
+
+    def flaky_init(**kwargs):
+        calls.append(kwargs["address"])
+        if len(calls) == 1:
+            raise ConnectionAbortedError("Initialization failure from server: Starting Ray client server failed")
+
+    monkeypatch.setattr(ray, "init", flaky_init)
+    connector = _Connector("ray://127.0.0.1:1")
+    connector.run()
+    assert calls == ["ray://127.0.0.1:1"] * 2 and connector.error is None
+
+    def failing_init(**kwargs):
+        calls.append(kwargs["address"])
+        raise ConnectionAbortedError(f"failure {len(calls)}")
+
+    calls.clear()
+    monkeypatch.setattr(ray, "init", failing_init)
+    connector = _Connector("ray://127.0.0.1:1")
+    connector.run()
+    assert len(calls) == CONNECT_TRIES and connector.error == f"ConnectionAbortedError: failure {len(calls)}"

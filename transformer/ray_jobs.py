@@ -72,6 +72,9 @@ RAY_ADDRESS_ENV = "AP_RAY_ADDRESS"
 CONNECT_TIMEOUT_ENV = "AP_RAY_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT = 60.0
 NAMESPACE = "attention-playground"
+# ray.init attempts per connection: through a ray:// address the cluster's client server now and then fails to
+# start the session's own server ("Starting Ray client server failed", once in a CI run); the next try works.
+CONNECT_TRIES = 2
 POLL_EVERY = 0.25  # seconds between exchanges (each costs the server ~1.5 ms of CPU; measured)
 COMMAND_POLL = 0.01  # seconds between exchanges while a command waits for its answer
 MAILBOX_LIMIT = 256  # unread messages an actor holds before its relay waits (as a full pipe makes it wait)
@@ -145,8 +148,8 @@ def connect(address: str | None = None, timeout: float | None = None) -> None:
 
 
 class _Connector(threading.Thread):
-    """One ray.init attempt (in a thread: it cannot be interrupted, and it leaves the SIGTERM handling of
-    the server's main thread alone)."""
+    """ray.init, tried up to CONNECT_TRIES times (in a thread: it cannot be interrupted, and it leaves the
+    SIGTERM handling of the server's main thread alone)."""
 
     def __init__(self, address: str):
         super().__init__(name="ray-connect", daemon=True)
@@ -156,11 +159,15 @@ class _Connector(threading.Thread):
     def run(self) -> None:
         import ray
 
-        try:
-            ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING,
-                     runtime_env={"py_modules": [PACKAGE_DIR], "excludes": ["__pycache__"]})
-        except Exception as exc:  # noqa: BLE001 - the caller raises it as a ConnectionError
-            self.error = f"{type(exc).__name__}: {exc}"
+        for _ in range(CONNECT_TRIES):
+            try:
+                ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False,
+                         logging_level=logging.WARNING,
+                         runtime_env={"py_modules": [PACKAGE_DIR], "excludes": ["__pycache__"]})
+                self.error = None
+                return
+            except Exception as exc:  # noqa: BLE001 - the caller raises the last one as a ConnectionError
+                self.error = f"{type(exc).__name__}: {exc}"
 
 
 def _lost_message(exc: BaseException, step: int) -> str:
