@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, CLICK_TO_PAINT_JS, AppServer, chromium_missing, load_average, percentiles, wait_idle,
+    CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, click_next, load_average, percentiles, wait_idle,
 )
 
 TARGETS = {"cold_start_ms": 4000, "page_switch_ms": 400, "step_click_ms": 150}
@@ -86,23 +86,20 @@ def page_switches(page, rounds: int) -> dict:
 
 
 def step_clicks(page, server: AppServer, clicks: int) -> dict:
-    """Next on the decode page `clicks` times (First, untimed, when at the end); in-page ms and server ms."""
+    """Next on the decode page `clicks` times (serving.click_next); in-page ms, and the server's run of each."""
     page.goto(f"{server.url}/decode")
     wait_idle(page)
     page.wait_for_selector(CHART)
     times, runs, unpainted = [], [], 0
-    while len(times) + unpainted < clicks:
-        if page.locator(".st-key-decode_next button").is_disabled():
-            page.locator(".st-key-decode_first button:visible").click()  # untimed, and so is its run
-            wait_idle(page)
-        before = len(server.script_runs())
-        result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+    for _ in range(clicks):
+        result = click_next(page)
         if result["repainted"]:
             times.append(result["ms"])
         else:
             unpainted += 1
-        page.wait_for_timeout(150)
-        runs += [r["ms"] for r in server.script_runs()[before:] if r["fragment"]]
+        last = server.script_runs()[-1]  # the timed click's run (click_next waits until it is over)
+        if last["fragment"]:
+            runs.append(last["ms"])
     return {"browser": percentiles(times), "not_repainted": unpainted, "server_fragment_run": percentiles(runs)}
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, CLICK_TO_PAINT_JS, AppServer, chromium_missing, load_average, percentiles, shown_step,
+    CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, click_next, load_average, percentiles, shown_step,
     split_cpus, start_long_run, wait_idle, wait_until,
 )
 
@@ -64,17 +64,6 @@ def go_to(page, title: str) -> None:
     """Open a page through the sidebar (the same session)."""
     page.locator("[data-testid=stSidebarNav]").get_by_role("link", name=title, exact=True).click()
     wait_idle(page)
-
-
-def click_next(page) -> dict:
-    """A timed click on Next (at the last step: First, untimed, then Next)."""
-    result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
-    if result["disabled"]:
-        page.locator(".st-key-decode_first button:visible").click()
-        wait_idle(page)
-        result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
-    wait_idle(page)
-    return result
 
 
 def main() -> None:

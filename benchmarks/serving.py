@@ -205,6 +205,17 @@ def wait_idle(page, timeout_ms: float = 120_000) -> None:
     page.wait_for_selector(IDLE, timeout=timeout_ms)
 
 
+def click_next(page) -> dict:
+    """A timed click on the decode page's Next (at the last step: First, untimed, then Next)."""
+    result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+    if result["disabled"]:
+        page.locator(".st-key-decode_first button:visible").click()
+        wait_idle(page)
+        result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+    wait_idle(page)
+    return result
+
+
 def shown_step(page) -> int | None:
     """The step the Train page's progress bar shows (None before it has one)."""
     bar = page.locator("[data-testid=stProgress]")

@@ -33,8 +33,8 @@ Such a file holds either
 from __future__ import annotations
 
 import io
-import math
 import json
+import math
 import os
 import stat
 import struct
