@@ -148,12 +148,11 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     shown = table(at)
     infos = [i for i in list_checkpoints(registry.ASSETS) if i.error is None]
     assert list(shown.index) == [f"shipped:{i.path.stem}" for i in infos]
+    # the columns that fit a 1024-pixel window beside the sidebar (the card below gives shape and parameters)
+    assert list(shown.columns) == ["Active", "Model", "Origin", "Task", "Exact match", "Size (MB)"]
     for info in infos:
         r = shown.loc[f"shipped:{info.path.stem}"]
         assert r["Model"] == info.name and r["Origin"] == "pretrained"
-        assert r["Parameters"] == info.parameters == load_bundle(info.path).model.num_parameters()
-        c = info.config
-        assert r["Shape"] == f"{c['n_enc_layers']}+{c['n_dec_layers']} × {c['n_heads']} heads, d {c['d_model']}"
         assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 1e6)  # MB = 10^6 bytes, as `models`
         assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()

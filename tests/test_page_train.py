@@ -78,7 +78,7 @@ def job_of(at) -> ProcessJob:
 def shown_step(at) -> int:
     """The step the progress bar reports."""
     text = at.get("progress")[0].proto.text
-    return int(re.match(r"Step ([\d,]+) of", text)[1].replace(",", ""))
+    return int(re.search(r"Step ([\d,]+) of", text)[1].replace(",", ""))
 
 
 def wait_for(at, predicate, timeout: float = 120.0):

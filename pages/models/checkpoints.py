@@ -44,8 +44,9 @@ def intro() -> DeltaGenerator:
         "A **checkpoint** is a trained model saved to one file: its weights, its configuration, its tokenizer "
         "and a model card. Pick a model in the table to read its card, make it the active model for every "
         "page, test it on inputs it never saw in training, download it, or upload one a colleague sent you.")
-    st.latex(r"\text{exact match} = \frac{1}{N}\sum_{i=1}^{N} \mathbf{1}\!\left[\,\hat{y}^{(i)} = y^{(i)}\right]"
-             r"\qquad \hat{y}^{(i)} = \text{greedy output for the held-out input } x^{(i)}")
+    st.latex(r"\text{exact match} = \frac{1}{N}\sum_{i=1}^{N} \mathbf{1}\!\left[\,\hat{y}^{(i)} = y^{(i)}\right]")
+    st.markdown(r"where $\hat{y}^{(i)}$ is the model's greedy output for the held-out input $x^{(i)}$ and "
+                r"$y^{(i)}$ the right answer: a whole output counts only when every token is right.")
     return notes
 
 
@@ -74,11 +75,10 @@ def created_at(card: dict) -> datetime | None:
         return None
 
 
-def row(key: str, origin: str, name: str, task: str, config: dict, parameters: int, card: dict, size: int) -> dict:
+def row(key: str, origin: str, name: str, task: str, card: dict, size: int) -> dict:
     return {
-        "key": key, "Active": "★ active" if key == registry.active_key() else "", "Model": name,
+        "key": key, "Active": "★" if key == registry.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
-        "Shape": runs_table.shape_text(config), "Parameters": parameters,
         "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"],
         "Size (MB)": size / 1e6,
     }
@@ -86,14 +86,12 @@ def row(key: str, origin: str, name: str, task: str, config: dict, parameters: i
 
 def shipped_row(info: CheckpointInfo) -> dict:
     """From the file header alone: listing the zoo loads no weights."""
-    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.config, info.parameters,
-               info.card, info.size)
+    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.card, info.size)
 
 
 def session_row(key: str, origin: str) -> dict:
     bundle = registry.bundle_for(key)
-    return row(key, origin, bundle.name, bundle.task.name, bundle.config.to_dict(), bundle.model.num_parameters(),
-               bundle.card, session_size(key, bundle))
+    return row(key, origin, bundle.name, bundle.task.name, bundle.card, session_size(key, bundle))
 
 
 def model_table(entries: dict[str, registry.ModelEntry]) -> pd.DataFrame:
@@ -131,11 +129,8 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
         table, hide_index=True, key=table_key(view), on_select=lambda: row_picked(view, keys),
         selection_mode="single-row", selection_default={"selection": {"rows": picked}}, placeholder="—",
         column_config={
-            "Active": st.column_config.TextColumn("Active", help="The model every page uses (see the sidebar)",
-                                                  width=76),
-            "Shape": st.column_config.TextColumn("Shape", help="Encoder + decoder layers × attention heads per "
-                                                 "layer, d = d_model, the width of every token's vector"),
-            "Parameters": st.column_config.NumberColumn("Parameters", format="localized"),
+            "Active": st.column_config.TextColumn("Active", help="★ marks the model every page uses (see the "
+                                                  "sidebar)", width=60),
             "Exact match": st.column_config.NumberColumn(
                 "Exact match", format="%.1f%%", help="Greedy exact match from the model card, measured on the "
                 "training run's own held-out split (not the fresh inputs of Evaluate below)"),

@@ -415,7 +415,8 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
 
 
 def metrics_line(snapshot) -> None:
-    """The latest losses and accuracies on one line above the curves (a live run's screen has no room for more)."""
+    """The latest losses and accuracies on one line above the curves and the probe (a live run's screen has no
+    room for more)."""
     latest = snapshot.history[-1] if snapshot.history else {}
     values = {"Training loss": f"{snapshot.loss:.3f}" if snapshot.step else "–",
               "Held-out loss": f"{latest['loss']:.3f}" if latest else "–",
@@ -447,8 +448,10 @@ def status_line(run: runs.Run, snapshot) -> None:
     elif snapshot.state == "error":
         st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
                  "kept: you can still use or download it below.")
-    elif snapshot.state in STATE_LINES:
-        st.markdown(STATE_LINES[snapshot.state])
+    elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
+        value, text = progress(snapshot, run.settings.target)
+        st.progress(value, text=f"{STATE_LINES[snapshot.state]} {text}")
+        return
     else:
         st.markdown(f"**Finished:** the run {REASONS.get(snapshot.finished_reason, 'ended')} "
                     f"after {snapshot.step:,} steps ({format_seconds(snapshot.elapsed)}).")
@@ -462,9 +465,9 @@ def live_view(view: View, run: runs.Run) -> None:
     if snapshot.state != runs.drawn_state():
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
+    metrics_line(snapshot)
     curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
-        metrics_line(snapshot)
         scrub = st.container()
     wide = st.container()
     with probe:
