@@ -69,6 +69,9 @@ def test_the_page_shows_the_analysis_of_the_library(app, shipped):
     table = at.dataframe[0].value
     assert table["input"].tolist() == [f.source for f in want.failures]
     assert table["first wrong step"].tolist() == [f.step + 1 for f in want.failures]
+    assert table["there"].tolist() == [f"{f.expected_piece} → {f.produced_piece}" for f in want.failures]
+    # six columns fit a 1024-pixel window beside the sidebar (a seventh, length, was hidden behind a scroll)
+    assert list(table.columns) == ["input", "decode", "first wrong step", "there", "expected", "produced"]
 
 
 def test_a_failing_inputs_link_opens_the_decoding_page_at_its_first_wrong_step(app, shipped):

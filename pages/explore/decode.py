@@ -217,7 +217,7 @@ def step_charts(view: View, bundle, source: tuple, result: DecodeResult, t: int)
     scale = view.widget("scale", st.segmented_control, "Show", tuple(TOPK_SCALES), required=True)
     fig = topk_bar([c.piece for c in step.topk], topk_values(source, result, t, scale), chosen=step.piece,
                    title=f"Next-token {SCALE_TITLES[scale]} · step {t + 1}", scale=scale)
-    show_figure(fig, chart_filename(task, "topk", step=t), key="decode_chart_topk")
+    show_figure(fig, chart_filename(task, "topk", step=t), key="decode_chart_topk", width="stretch")
     if SCALE_NOTES[scale]:
         st.caption(SCALE_NOTES[scale])
     if not any(c.id == step.token for c in step.topk):
@@ -284,7 +284,7 @@ def stepper(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
     step_controls(view, len(result.steps), t)
     token_strips(result, t)
     choice_line(result, t)
-    left, right = st.columns([2, 3], gap="large")
+    left, right = st.columns(2, gap="large")  # at 1024x768 a narrower left column cut the scale switch
     with left:
         step_charts(view, bundle, source, result, t)
     with right:

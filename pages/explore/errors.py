@@ -125,12 +125,12 @@ def failure_table(key: str, analysis: ErrorAnalysis) -> None:
         "there": [f"{f.expected_piece} → {f.produced_piece}" for f in shown],
         "expected": [f.expected for f in shown],
         "produced": [f.produced for f in shown],
-        "length": [len(f.source) for f in shown],
-    })
+    })  # short headers and no length column (the chart below has it): it fits a 1024-pixel window
     st.dataframe(table, hide_index=True, key="errors_failures", column_config={
         "decode": st.column_config.LinkColumn("Decode", display_text="open ↗", width="small",
                                               help="Open it on the decoding page at its first wrong step (new tab)"),
-        "there": st.column_config.TextColumn("Expected → produced", help="At the first wrong step"),
+        "first wrong step": st.column_config.NumberColumn("Step", help="The first wrong decoding step", width=56),
+        "there": st.column_config.TextColumn("Wrong", help="Expected → produced, at the first wrong step"),
     })
     wrong = len(analysis.failures)
     more = f" (the first {SHOWN_FAILURES} of {wrong:,})" if wrong > SHOWN_FAILURES else ""
