@@ -152,7 +152,7 @@ def test_the_view_is_in_the_url_and_a_link_restores_it(page, bundle):
                      "layer": "2", "head": "4", "score_row": "1", "no_causal": "1", "open_head": "3", "open_row": "1"}
     charts = ("masks-batch-tgt", "fig-masks-combined", "fig-masks-scores", "fig-masks-weights", "fig-masks-open-False")
     shown = {key: spec(page, key) for key in charts}
-    assert "Cross · layer 2 · head 4 · scores, seq 1" in title(page, "fig-masks-scores")
+    assert "Cross · layer 2 · head 4<br>scores, seq 1" in title(page, "fig-masks-scores")
 
     linked = link(query)
     assert not linked.exception and not linked.warning

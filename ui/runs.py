@@ -28,7 +28,7 @@ import streamlit as st
 
 from transformer.bundle import ModelBundle
 from transformer.capacity import server_queue
-from transformer.charts import attention_title
+from transformer.charts import with_title_line
 from transformer.job import TRAINING_THREADS, JobSnapshot
 from transformer.probe import Probe, ProbeResult, example_input, run_probe
 from transformer.tasks import Task, make_task
@@ -50,7 +50,6 @@ PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it ke
 IDLE_TIMEOUT = 60.0  # seconds without a heartbeat before a running job of a vanished session stops
 KEEPER_PERIOD = 5.0  # seconds between the keeper's sweeps
 MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
-TITLE_LINE_PX = 22  # px: one more line of the charts' 17 px title
 SPARE_IDLE = 600.0  # seconds a spare worker nobody took is kept (it holds an interpreter with torch: ~250 MB)
 # Workers run at a lower CPU priority than the server (nice +10), so a page's script run wins a contended core
 # from training: on the 2-core machine a click's server work took 0.07 cores against a run's 1 (the browser's
@@ -463,9 +462,5 @@ def probe_figure(result: ProbeResult, step: int, layer: int, head: int | None):
         fig = display.cross_figure(result, layer, display.ALL_HEADS, extra=f"training step {step:,}")
         return fig.update_layout(height=max(fig.layout.height, MIN_PROBE_HEIGHT))
     fig = display.cross_figure(result, layer, head)
-    # plotly lifts a two-line title pinned to the top by its second line (its top was cut off): pad it down by
-    # that line, and give the chart that much more room above the cells
-    return fig.update_layout(title_text=f"{attention_title('cross', layer, head)}<br>training step {step:,}",
-                             title_pad_t=fig.layout.title.pad.t + TITLE_LINE_PX,
-                             margin_t=fig.layout.margin.t + TITLE_LINE_PX,
-                             height=max(fig.layout.height, MIN_PROBE_HEIGHT) + TITLE_LINE_PX)
+    fig.update_layout(height=max(fig.layout.height, MIN_PROBE_HEIGHT))
+    return with_title_line(fig, f"training step {step:,}")

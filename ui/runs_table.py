@@ -135,7 +135,9 @@ def section() -> None:
     table = rows()
     frame = pd.DataFrame([r.values for r in table])
     st.dataframe(frame, hide_index=True, key=TABLE, on_select="rerun", selection_mode="multi-row",
-                 placeholder="—", column_config={
+                 placeholder="—", column_config={  # 11 columns: in a narrow window it scrolls, the names pinned
+                     "Source": st.column_config.TextColumn("Source", pinned=True),
+                     "Model": st.column_config.TextColumn("Model", pinned=True),
                      "Steps": st.column_config.NumberColumn("Steps", format="localized"),
                      "Time (s)": st.column_config.NumberColumn("Time (s)", format="%.1f"),
                      "Exact match": st.column_config.NumberColumn(

@@ -21,10 +21,12 @@ html { font-size: 21px; }
 </style>"""
 
 # Every page: in a window under 1,100 pixels (a 1024x768 projector with the sidebar open) the main column's
-# margins shrink from 5rem to 1.5rem, giving tables and charts ~110 pixels more.
+# margins shrink from 5rem to 1.5rem, giving tables and charts ~110 pixels more, and formulas are set at the
+# text's size instead of KaTeX's 1.21em (the widest, on the masks page, was 793 px in a 676 px column).
 NARROW_CSS = """<style>
 @media (max-width: 1100px) {
   [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; }
+  .katex-display > .katex { font-size: 1em; }
 }
 </style>"""
 

@@ -53,9 +53,10 @@ def row_name(batch: MaskedBatch, row: int) -> str:
     return f"seq {row + 1}: {batch.sources[row]}"
 
 
-def head_title(kind: str, layer: int, head: int, what: str) -> str:
-    """A title short enough for half the page: "Decoder self · layer 1 · head 2 · scores, seq 3"."""
-    return f"{SHORT_KIND[kind]} · layer {layer + 1} · head {head + 1} · {what}"
+def head_title(kind: str, layer: int, head: int) -> str:
+    """A title short enough for half the page: "Decoder self · layer 1 · head 2"; charts.with_title_line adds
+    what the chart shows on a second line."""
+    return f"{SHORT_KIND[kind]} · layer {layer + 1} · head {head + 1}"
 
 
 def by_length(batch: MaskedBatch) -> list[int]:
@@ -243,13 +244,13 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
         st.caption(SCORE_NOTES[cfg.positional])
     c1, c2 = st.columns(2)
     with c1:
-        fig = charts.scores_heatmap(scores, mask, q_labels, k_labels,
-                                    head_title(kind, layer, head, f"scores, seq {b + 1}"))
+        fig = charts.scores_heatmap(scores, mask, q_labels, k_labels, head_title(kind, layer, head))
+        charts.with_title_line(fig, f"scores, seq {b + 1}")
         display.heatmap(fig, without_masked(scores, mask), q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-scores-row{b + 1}", layer, head), "masks-scores", HALF)
     with c2:
-        fig = charts.attention_heatmap(weights, q_labels, k_labels,
-                                       head_title(kind, layer, head, f"weights, seq {b + 1}"), mask=mask)
+        fig = charts.attention_heatmap(weights, q_labels, k_labels, head_title(kind, layer, head), mask=mask)
+        charts.with_title_line(fig, f"weights, seq {b + 1}")
         display.heatmap(fig, weights, q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-weights-row{b + 1}", layer, head), "masks-weights", HALF)
     view.sync_url()
@@ -294,7 +295,8 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
         real_rows = run.tgt_in[b] != PAD
         later = float(weight_above_diagonal(record.weights[b, head])[real_rows].mean())
         with col:
-            fig = charts.attention_heatmap(weights, dec, dec, head_title("decoder_self", layer, head, name), mask=mask)
+            fig = charts.attention_heatmap(weights, dec, dec, head_title("decoder_self", layer, head), mask=mask)
+            charts.with_title_line(fig, name)
             stem = chart_filename(task_name, f"decoder_self-{'causal' if run.causal else 'no-causal'}-row{b + 1}",
                                   layer, head)
             display.heatmap(fig, weights, dec, dec, stem, f"masks-open-{run.causal}", HALF)

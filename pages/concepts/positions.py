@@ -112,7 +112,7 @@ def rotation(view: View, d_model: int) -> None:
     )
     st.latex(r"\begin{pmatrix}\sin((pos+k)\,\omega_i)\\ \cos((pos+k)\,\omega_i)\end{pmatrix}="
              r"\begin{pmatrix}\cos k\omega_i & \sin k\omega_i\\ -\sin k\omega_i & \cos k\omega_i\end{pmatrix}"
-             r"\begin{pmatrix}\sin(pos\,\omega_i)\\ \cos(pos\,\omega_i)\end{pmatrix},\qquad "
+             r"\begin{pmatrix}\sin(pos\,\omega_i)\\ \cos(pos\,\omega_i)\end{pmatrix},\quad "
              r"\omega_i = 10000^{-2i/d_{model}}")
     k = view.widget("k", st.slider, "Offset k", 1, 50)
     demo = rotation_demo(d_model, k, list(DEMO_POSITIONS))
@@ -228,8 +228,8 @@ def rope_view(view: View, key: str, bundle, text: str, pieces: list[str]) -> Non
         "*pos·ωᵢ* (the same frequencies as the sinusoids above). The query at position *m* and the key at "
         "*n* are turned by *mωᵢ* and *nωᵢ*; their dot product only sees the difference of the two angles, so "
         "the score depends on the content and on the offset *n − m*, never on where the pair stands.")
-    st.latex(r"	ilde q_m = R(m\omega)\,q,\quad 	ilde k_n = R(n\omega)\,k,\qquad "
-             r"	ilde q_m\cdot	ilde k_n = q^	op Rig((n-m)\,\omegaig)\,k")
+    st.latex(r"\tilde q_m = R(m\omega)\,q,\quad \tilde k_n = R(n\omega)\,k,\qquad "
+             r"\tilde q_m\cdot\tilde k_n = q^\top R\big((n-m)\,\omega\big)\,k")
     labels = charts.token_labels(pieces)
     last = len(pieces) - 1
     c1, c2, c3 = st.columns(3)
@@ -282,7 +282,7 @@ def alibi_view(bundle, pieces: list[str]) -> None:
         "ALiBi adds nothing to the embeddings and turns nothing: each head subtracts from every score its own "
         "slope *m_h* times the distance between query and key. A steep head looks near; a gentle one far. The "
         "scores the trace records (and the masks page shows) include this bias.")
-    st.latex(r"	ext{score}_{ij} = rac{q_i\cdot k_j}{\sqrt{d_{head}}} - m_h\,|i-j|,\qquad "
+    st.latex(r"\text{score}_{ij} = \frac{q_i\cdot k_j}{\sqrt{d_{head}}} - m_h\,|i-j|,\qquad "
              r"m_h = 2^{-8h/H}\ \ (h = 1..H)")
     slopes, bias = alibi_biases(bundle.model, len(pieces))
     labels = charts.token_labels(pieces)

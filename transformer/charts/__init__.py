@@ -10,7 +10,7 @@ from .architecture import architecture_diagram
 from .attention import (
     attention_heatmap, head_grid, mask_heatmap, padded_batch_heatmap, scores_heatmap, step_attention_rows,
 )
-from .common import KIND_COLORS, KIND_TITLES, attention_title, read_labels, token_labels
+from .common import KIND_COLORS, KIND_TITLES, attention_title, read_labels, token_labels, with_title_line
 from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix
 from .sampling import sampling_bars
 from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, training_curves
@@ -20,5 +20,5 @@ __all__ = [
     "embedding_sum", "head_grid", "head_stats_heatmap", "importance_heatmap", "mask_heatmap",
     "padded_batch_heatmap", "position_similarity", "positional_curves", "positional_matrix", "read_labels",
     "removal_curve", "sampling_bars", "scores_heatmap", "step_attention_rows", "token_labels", "topk_bar",
-    "training_curves",
+    "training_curves", "with_title_line",
 ]

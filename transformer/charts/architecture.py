@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 from .common import KIND_COLORS, display_piece, figure
 
 ENC_X, DEC_X, HALF = 25.0, 73.0, 19.5  # column centres and half-width, in a 0..100 drawing space
+STACK_LABEL_PX = 72  # room either side for a stack's "×2 / encoder / layers" label (15 px text)
 FFN_COLOR, IO_COLOR, STACK_COLOR = "#6B6B6B", "#F2F2F2", "#FAFAFA"
 NORM_TEXT = {"pre": "pre-norm: x + sublayer(norm(x))", "post": "post-norm: norm(x + sublayer(x))"}
 
@@ -93,6 +94,8 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
               font=dict(size=14, color=KIND_COLORS["cross"]))
     draw.note(x=ENC_X - HALF, y=92, font=dict(size=13, color="#555"), align="left", xanchor="left",
               text=f"d_model = {d_model} · {NORM_TEXT[norm]}")
-    return figure([], title, height=640, width=900, showlegend=False, shapes=draw.shapes,
-                  annotations=draw.annotations, xaxis=dict(visible=False, range=[-2, 102], fixedrange=True),
+    # the "×2 encoder layers" labels sit in fixed margins: in a narrow column (1024x768) they were clipped
+    return figure([], title, height=640, width=900, left=STACK_LABEL_PX, right=STACK_LABEL_PX, showlegend=False,
+                  shapes=draw.shapes, annotations=draw.annotations,
+                  xaxis=dict(visible=False, range=[-2, 102], fixedrange=True),
                   yaxis=dict(visible=False, range=[-1, 98], fixedrange=True))

@@ -70,7 +70,7 @@ def check_labels(labels: list[str], size: int, name: str) -> list[str]:
 
 
 def figure(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
-           **layout) -> go.Figure:
+           right: int = 10, **layout) -> go.Figure:
     """A figure built in one call from its traces and its whole layout: the parts every chart shares (title
     pinned to the top edge, fonts, white background, margins) plus the chart's own `layout` keys, as nested
     dicts. Several times faster than `update_layout`/`update_xaxes`/`add_shape` calls on a made figure,
@@ -80,8 +80,20 @@ def figure(traces: list, title: str, height: int, width: int | None = None, top:
                    pad=dict(t=14), font=dict(size=17)),
         font=FONT, height=int(height), width=int(width) if width else None,
         plot_bgcolor="white", paper_bgcolor="white",
-        margin=dict(l=left, r=10, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **layout,
+        margin=dict(l=left, r=right, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **layout,
     ))
+
+
+TITLE_LINE_PX = 22  # one more line of a chart's 17 px title
+
+
+def with_title_line(fig: go.Figure, line: str) -> go.Figure:
+    """`fig` (changed in place) with `line` under its title, for a chart narrower than its whole title, and
+    room for it: plotly lifts a two-line title pinned to the top by its second line, so the title is padded
+    down by one line and the plot starts one line lower."""
+    layout = fig.layout
+    return fig.update_layout(title_text=f"{layout.title.text}<br>{line}", height=layout.height + TITLE_LINE_PX,
+                             title_pad_t=layout.title.pad.t + TITLE_LINE_PX, margin_t=layout.margin.t + TITLE_LINE_PX)
 
 
 def side_by_side(titles: list[str], spacing: float, xaxis: dict, yaxis: dict, title_size: int = 14,

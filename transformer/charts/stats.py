@@ -7,12 +7,13 @@ import plotly.graph_objects as go
 
 from .common import CATEGORY_AXIS, HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, panel_axes, side_by_side
 
-# metric key (as in headstats.head_stats) -> (panel title, fixed colour range or None for 0..max, colours).
+# metric key (as in headstats.head_stats) -> (panel title, on two lines to fit a 200 px panel, fixed colour range
+# or None for 0..max, colours).
 # Entropy's scale runs the other way, so a focused head is bright in every panel.
 HEAD_METRICS = {
-    "entropy_bits": ("Entropy (bits) · low = focused", None, WEIGHT_SCALE + "_r"),
-    "max_weight": ("Max weight · mean over queries", (0.0, 1.0), WEIGHT_SCALE),
-    "alignment": ("Alignment with the expected key", (0.0, 1.0), WEIGHT_SCALE),
+    "entropy_bits": ("Entropy (bits)<br>low = focused", None, WEIGHT_SCALE + "_r"),
+    "max_weight": ("Max weight<br>mean over queries", (0.0, 1.0), WEIGHT_SCALE),
+    "alignment": ("Alignment with<br>the expected key", (0.0, 1.0), WEIGHT_SCALE),
 }
 CURVE_COLORS = {"loss": "#222222", "token_accuracy": "#0072B2", "exact_match": "#D55E00"}
 
@@ -82,7 +83,7 @@ def head_stats_heatmap(stats: dict[str, np.ndarray], title: str) -> go.Figure:
         ))
     panels = side_by_side([HEAD_METRICS[n][0] for n in names], spacing=0.1, xaxis={},
                           yaxis=dict(autorange="reversed"))
-    return figure(traces, title, height=layers * 42 + 150, width=len(names) * max(heads * 48, 240) + 80, top=80,
+    return figure(traces, title, height=layers * 42 + 168, width=len(names) * max(heads * 48, 240) + 80, top=98,
                   left=40, **panels)
 
 

@@ -1,0 +1,52 @@
+"""Every page on a 1024x768 projector with the sidebar open (issue 12): nothing is cut sideways. On each page, no
+chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers") reaches
+past its chart's drawn area or its column, no formula scrolls sideways, and no table hides columns behind a
+horizontal scroll (but the runs table, eleven columns to compare runs by, whose Source and Model columns stay
+pinned while it scrolls). A whole-page screenshot of each is kept in test-artifacts/ to look at."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import open_app_page, screenshot, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+PAGES = {"": True, "decode": True, "attention": True, "errors": True, "compare": True, "masks": True,
+         "positions": True, "checkpoints": False}  # path: whether it draws charts
+# What a reader would find cut, one line each: chart text outside the part of its chart that is shown (the svg
+# within the chart's element), a formula wider than its box, a table that scrolls sideways.
+CUT_JS = """() => {
+  const cut = [];
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const svg = gd.querySelector('.main-svg').getBoundingClientRect();
+    const box = gd.closest('[data-testid=stPlotlyChart]').getBoundingClientRect();
+    const left = Math.max(svg.left, box.left), right = Math.min(svg.right, box.right);
+    for (const t of gd.querySelectorAll('.main-svg text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && t.textContent.trim() && (r.left < left - 1 || r.right > right + 1))
+        cut.push(`chart text "${t.textContent}" (${Math.round(r.left)}-${Math.round(r.right)} px, shown ` +
+                 `${Math.round(left)}-${Math.round(right)})`);
+    }
+  }
+  for (const k of document.querySelectorAll('.katex-display'))  // a KaTeX matrix overhangs its box by 2 px
+    if (k.scrollWidth > k.clientWidth + 4) cut.push(`formula "${k.textContent.slice(0, 40)}…" scrolls sideways`);
+  for (const s of document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))
+    if (!s.closest('.st-key-runs_table') && s.scrollWidth > s.clientWidth + 1) cut.push(`a table scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
+  return cut;
+}"""
+
+
+def test_nothing_is_cut_sideways_at_1024x768(fresh_server, page):
+    page.set_viewport_size({"width": 1024, "height": 768})
+    found = {}
+    for path, charts in PAGES.items():
+        open_app_page(page, f"{fresh_server.url}/{path}")
+        if charts:
+            page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
+        wait_for_app(page)
+        page.wait_for_timeout(1000)  # plotly's automargin settles after the first draw
+        if cut := page.evaluate(CUT_JS):
+            found[path or "home"] = cut
+        screenshot(page, f"narrow-1024-{path or 'home'}")
+    assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)
