@@ -58,12 +58,23 @@ def attend(
     return F.dropout(weights, dropout_p) @ v
 
 
+_FLOORS: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def _floor(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The most negative `dtype` value as a 0-d tensor on `device`, made once (not a new tensor per call)."""
+    key = (dtype, device)
+    if key not in _FLOORS:
+        _FLOORS[key] = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=device)
+    return _FLOORS[key]
+
+
 def _written_out(q, k, v, mask, dropout_p, bias):
     """The untraced path for short sequences: the mask and bias as one additive term, masked keys at the most
     negative float rather than -inf (a row with every key masked softmaxes to finite weights, then zeroed)."""
     additive = bias
     if mask is not None:
-        floor = torch.tensor(torch.finfo(q.dtype).min, dtype=q.dtype, device=q.device)
+        floor = _floor(q.dtype, q.device)
         additive = torch.where(mask, 0.0 if bias is None else bias, floor)
     scores = q @ k.transpose(-2, -1)
     scale = 1 / math.sqrt(q.size(-1))
@@ -101,11 +112,16 @@ class MultiHeadAttention(nn.Module):
         self.q_norm = nn.RMSNorm(d_model // n_heads) if qk_norm else None
         self.k_norm = nn.RMSNorm(d_model // n_heads) if qk_norm else None
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, len, n * d_model) -> n tensors (batch, heads, len, d_head), views into `x`."""
-        batch, length, width = x.shape
-        n = width // (self.n_heads * self.d_head)
-        return x.view(batch, length, n, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4).unbind(0)
+    def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(batch, len, n * d_model) -> n tensors (batch, heads, len, d_head), views into `x`.
+
+        Split along the width first, then each part into heads: backward then writes the n gradients into
+        one (batch, len, n * d_model) tensor in a single cat, where unbinding a permuted 5-d view costs a
+        stack and then a strided copy."""
+        batch, length, _ = x.shape
+        width = self.n_heads * self.d_head
+        return tuple(part.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
+                     for part in x.split(width, -1))
 
     def _project(self, x: torch.Tensor, *linears: nn.Linear) -> tuple[torch.Tensor, ...]:
         """`x` through `linears` in one matmul (their weights concatenated), split into heads."""

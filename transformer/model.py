@@ -18,8 +18,13 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .config import ModelConfig
 from .masks import subsequent_mask
-from .positional import PositionalEncoding
+from .positional import IN_ATTENTION, PositionalEncoding
 from .trace import AttentionTrace
+
+
+def _dropout(dropout: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+    """`dropout(x)`, skipped where it is the identity (p = 0 or eval mode): one call less per sublayer."""
+    return dropout(x) if dropout.training and dropout.p > 0 else x
 
 
 class Residual(nn.Module):
@@ -33,8 +38,8 @@ class Residual(nn.Module):
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
         if self.pre_norm:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            return x + _dropout(self.dropout, sublayer(self.norm(x)))
+        return self.norm(x + _dropout(self.dropout, sublayer(x)))
 
 
 class FeedForward(nn.Module):
@@ -50,7 +55,8 @@ class FeedForward(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        inner, _, dropout, outer = self.net  # the Sequential's own order, called directly (less overhead)
+        return outer(_dropout(dropout, torch.relu(inner(x))))
 
 
 class EncoderLayer(nn.Module):
@@ -160,7 +166,7 @@ class Embedding(nn.Module):
             pos = torch.zeros_like(pos)
         if trace is not None:
             trace.record_embedding(side, tokens, pos)
-        return self.dropout(tokens + pos)
+        return _dropout(self.dropout, tokens + pos)
 
 
 class Generator(nn.Module):
@@ -180,6 +186,7 @@ class EncoderDecoder(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
+        self._positions_in_attention = config.positional in IN_ATTENTION  # else the layers ignore positions
         self.src_embed = Embedding(config.src_vocab, config)
         self.tgt_embed = Embedding(config.tgt_vocab, config)
         self.encoder = Stack([EncoderLayer(config, i) for i in range(config.n_enc_layers)], config)
@@ -192,7 +199,7 @@ class EncoderDecoder(nn.Module):
     def encode(self, src, src_mask, trace: AttentionTrace | None = None, positions: bool = True):
         """(batch, src_len) ids and (batch, 1, 1, src_len) mask -> memory (batch, src_len, d_model)."""
         x = self.src_embed(src, positions=positions, trace=trace, side="src")
-        where = torch.arange(src.size(1), device=src.device) if positions else None
+        where = torch.arange(src.size(1), device=src.device) if positions and self._positions_in_attention else None
         for layer in self.encoder.layers:
             x = layer(x, src_mask, trace, where)
         return self.encoder.norm(x)
@@ -216,7 +223,8 @@ class EncoderDecoder(nn.Module):
         if cache is not None and not cache.layers:
             cache.layers = [LayerCache() for _ in self.decoder.layers]
         x = self.tgt_embed(tgt, offset, positions, trace, side="tgt")
-        where = torch.arange(offset, offset + tgt.size(1), device=tgt.device) if positions else None
+        where = (torch.arange(offset, offset + tgt.size(1), device=tgt.device)
+                 if positions and self._positions_in_attention else None)
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, memory, src_mask, tgt_mask, trace, cache.layers[i] if cache is not None else None, where)
         return self.decoder.norm(x)
