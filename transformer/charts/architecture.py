@@ -7,7 +7,10 @@ import plotly.graph_objects as go
 from .common import KIND_COLORS, display_piece, figure
 
 ENC_X, DEC_X, HALF = 25.0, 73.0, 19.5  # column centres and half-width, in a 0..100 drawing space
-STACK_LABEL_PX = 72  # room either side for a stack's "×2 / encoder / layers" label (15 px text)
+# px outside the drawing for the stacks' "×2 / encoder / layers" labels (~56 px of 15 px text), beyond the
+# drawing's own room beside each stack: in a 1024x768 column (~676 px) the encoder's was cut, and wider
+# margins squeeze the boxes' text
+LABEL_MARGINS = dict(left=30, right=16)
 FFN_COLOR, IO_COLOR, STACK_COLOR = "#6B6B6B", "#F2F2F2", "#FAFAFA"
 NORM_TEXT = {"pre": "pre-norm: x + sublayer(norm(x))", "post": "post-norm: norm(x + sublayer(x))"}
 
@@ -93,9 +96,8 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
     draw.note(x=(ENC_X + DEC_X) / 2 - 1, y=67, text="memory", yanchor="bottom",
               font=dict(size=14, color=KIND_COLORS["cross"]))
     draw.note(x=ENC_X - HALF, y=92, font=dict(size=13, color="#555"), align="left", xanchor="left",
-              text=f"d_model = {d_model} · {NORM_TEXT[norm]}")
-    # the "×2 encoder layers" labels sit in fixed margins: in a narrow column (1024x768) they were clipped
-    return figure([], title, height=640, width=900, left=STACK_LABEL_PX, right=STACK_LABEL_PX, showlegend=False,
+              text=f"d_model = {d_model}<br>{NORM_TEXT[norm]}")  # two lines: one reached the output box
+    return figure([], title, height=640, width=900, **LABEL_MARGINS, showlegend=False,
                   shapes=draw.shapes, annotations=draw.annotations,
                   xaxis=dict(visible=False, range=[-2, 102], fixedrange=True),
                   yaxis=dict(visible=False, range=[-1, 98], fixedrange=True))
