@@ -1,4 +1,5 @@
-"""Every page on a 1024x768 projector with the sidebar open (issue 12): nothing is cut sideways. On each page, no
+"""Every page on a 1024x768 projector with the sidebar open, and in presenter mode on a 1280x720 one (issue 12):
+nothing is cut sideways. On each page, no
 chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers") reaches
 past its chart's drawn area or its column, no formula scrolls sideways, and no table hides columns behind a
 horizontal scroll (but the runs table, eleven columns to compare runs by, whose Source and Model columns stay
@@ -13,7 +14,7 @@ from conftest import open_app_page, screenshot, wait_for_app
 pytestmark = pytest.mark.browser
 
 PAGES = {"": True, "decode": True, "attention": True, "errors": True, "compare": True, "masks": True,
-         "positions": True, "checkpoints": False}  # path: whether it draws charts
+         "positions": True, "checkpoints": False, "train": False}  # path: whether it draws charts (no run yet)
 # What a reader would find cut, one line each: chart text outside the part of its chart that is shown (the svg
 # within the chart's element), a formula wider than its box, a table that scrolls sideways.
 CUT_JS = """() => {
@@ -37,16 +38,17 @@ CUT_JS = """() => {
 }"""
 
 
-def test_nothing_is_cut_sideways_at_1024x768(fresh_server, page):
-    page.set_viewport_size({"width": 1024, "height": 768})
+@pytest.mark.parametrize(("width", "height", "query"), [(1024, 768, ""), (1280, 720, "?presenter=1")])
+def test_nothing_is_cut_sideways(fresh_server, page, width, height, query):
+    page.set_viewport_size({"width": width, "height": height})
     found = {}
     for path, charts in PAGES.items():
-        open_app_page(page, f"{fresh_server.url}/{path}")
+        open_app_page(page, f"{fresh_server.url}/{path}{query}")
         if charts:
             page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
         wait_for_app(page)
         page.wait_for_timeout(1000)  # plotly's automargin settles after the first draw
         if cut := page.evaluate(CUT_JS):
             found[path or "home"] = cut
-        screenshot(page, f"narrow-1024-{path or 'home'}")
+        screenshot(page, f"narrow-{width}{'-presenter' if query else ''}-{path or 'home'}")
     assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)

@@ -14,9 +14,10 @@ from .widgets import NO_MODEL
 
 EXPORT_FORMAT = "export_format"
 # Presenter mode for the back row: Streamlit sizes its text in rem, so a larger root size enlarges every text,
-# label and widget; the main column may use the whole window.
+# label and widget (formulas too, at the text's size); the main column may use the whole window.
 PRESENTER_CSS = """<style>
 html { font-size: 21px; }
+.katex-display > .katex { font-size: 1em; }
 [data-testid="stMainBlockContainer"] { max-width: 100%; padding-left: 2rem; padding-right: 2rem; }
 </style>"""
 

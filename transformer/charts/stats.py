@@ -61,8 +61,8 @@ def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "
         pad = 0.18 * max(hi - lo, 1e-6)
         xaxis = dict(range=[lo - (pad if lo < 0 else 0), hi + (pad if hi > 0 else 0)], zeroline=True,
                      zerolinecolor="#888")
-    return figure([bars], title, height=34 * len(p) + 130, showlegend=False,
-                  xaxis=dict(xaxis, title=dict(text=axis_title), gridcolor="#eee"),
+    return figure([bars], title, height=34 * len(p) + 130, showlegend=False, right=36,  # the labels' room, enlarged
+                  xaxis=dict(xaxis, title=dict(text=axis_title), gridcolor="#eee"),  # (presenter mode) included
                   yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))
 
 
