@@ -47,8 +47,9 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
                 "qk-norm + Muon lr 0.04 99.6% at 600 (21.3 s: Muon's steps cost more)"),
     Preset("addition", 0.99, {"qk_norm": True, "n_enc_layers": 2, "positional": "rope"},
            {"optimizer": "muon", "muon_lr": 0.04, "lr": 0.01, "batch_size": 128, "steps": 700},
-           note="2026-11-23 06:35-07:11, benchmarks/all_tasks.py, load 2.4-7 (never quiet): the bar at step 650 "
-                "(seeds 0, 3, 5), 550 (1, 2, 4, 6), 450 (7), 99.0-99.5% held-out, 98.9-99.8% fresh; seed 0 29.3-48.1 "
+           note="2026-11-23 07:34, benchmarks/all_tasks.py, quiet (load 0.4-1.0): seeds 0-7 reach the bar in "
+                "26.3, 23.1, 24.4, 27.1, 22.8, 28.5, 24.9, 21.8 s, at step 650 (seeds 0, 3, 5), 550 (1, 2, 4, 6), 450 "
+                "(7), 99.0-99.5% held-out, 98.9-99.8% fresh; at load 2.4-7: seed 0 29.3-48.1 "
                 "s (24.3-30.7 s CPU), 3 26.5-39.6 s, 7 17.3-29.9 s, 5 36.7-50.5 s; beside it at load 3.2-4.0 the "
                 "sinusoidal 900-step preset took 800 / 900 steps, 38.5 / 40.7 s (seeds 0 / 7) against 35.6 / 21.0 s. "
                 "Steps to 99% (teacher-forced, 1,000 held-out, every 25; 700-step schedule, seeds 7 / 3): sinusoidal "
