@@ -33,7 +33,8 @@ CUT_JS = """() => {
   for (const k of document.querySelectorAll('.katex-display'))  // a KaTeX matrix overhangs its box by 2 px
     if (k.scrollWidth > k.clientWidth + 4) cut.push(`formula "${k.textContent.slice(0, 40)}…" scrolls sideways`);
   for (const s of document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))
-    if (!s.closest('.st-key-runs_table') && s.scrollWidth > s.clientWidth + 1) cut.push(`a table scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
+    if (!s.closest('.st-key-runs_table') && s.scrollWidth > s.clientWidth + 1)
+      cut.push(`a table scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
   return cut;
 }"""
 
