@@ -7,6 +7,7 @@ written out so the scores, the mask and the weights can be recorded. Tests hold 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -58,15 +59,10 @@ def attend(
     return F.dropout(weights, dropout_p) @ v
 
 
-_FLOORS: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
-
-
+@functools.cache
 def _floor(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """The most negative `dtype` value as a 0-d tensor on `device`, made once (not a new tensor per call)."""
-    key = (dtype, device)
-    if key not in _FLOORS:
-        _FLOORS[key] = torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=device)
-    return _FLOORS[key]
+    return torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=device)
 
 
 def _written_out(q, k, v, mask, dropout_p, bias):

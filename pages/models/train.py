@@ -441,6 +441,7 @@ def queue_line(run: runs.Run) -> str:
 
 
 def status_line(run: runs.Run, snapshot) -> None:
+    value, text = progress(snapshot, run.settings.target)
     if snapshot.state == "queued":
         st.markdown(queue_line(run))
     elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
@@ -449,13 +450,11 @@ def status_line(run: runs.Run, snapshot) -> None:
         st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
                  "kept: you can still use or download it below.")
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
-        value, text = progress(snapshot, run.settings.target)
-        st.progress(value, text=f"{STATE_LINES[snapshot.state]} {text}")
-        return
+        text = f"{STATE_LINES[snapshot.state]} {text}"
     else:
         st.markdown(f"**Finished:** the run {REASONS.get(snapshot.finished_reason, 'ended')} "
                     f"after {snapshot.step:,} steps ({format_seconds(snapshot.elapsed)}).")
-    st.progress(*progress(snapshot, run.settings.target))
+    st.progress(value, text=text)
 
 
 def live_view(view: View, run: runs.Run) -> None:
