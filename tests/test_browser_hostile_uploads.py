@@ -21,6 +21,7 @@ from test_hostile import BOMB_MIB, endless, pt_zip_bomb, tiny_bundle, with_card
 from ui import uploads
 from transformer import budget
 from transformer.checkpoints import bundle_to_bytes
+from transformer.tasks.custom import MAX_DATA_BYTES
 
 MB = 2**20
 BAD_CARD = {"exact_match": "0.5", "steps": "many"}
@@ -168,5 +169,44 @@ def test_the_browser_lets_through_exactly_what_the_app_accepts(fresh_server, _br
                 assert "File must be 20.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
             assert active_model(pg) == "reverse (pretrained)"
             screenshot(pg, f"upload_limit_{platform}")
+        finally:
+            context.close()
+
+
+def send_data(pg, uploader, name: str, size: int) -> None:
+    """Upload `size` bytes of "ab<tab>ba" lines (cut at `size`) as `name` through `uploader`."""
+    data = (b"ab\tba\n" * (size // 6 + 1))[:size]
+    uploader.locator("input[type=file]").set_input_files(
+        {"name": name, "mimeType": "text/tab-separated-values", "buffer": data})
+    settle(pg, 800, timeout=120_000)
+
+
+def test_the_data_upload_box_names_the_limit_the_app_applies(fresh_server, _browser):
+    """The Train page's own-data uploader says 1MB per file, and the app's limit for the data is that same
+    1,000,000 bytes: one byte over, the browser refuses the file (Linux) or the app names the limit (a browser
+    counting 2**20-byte MB); exactly at the limit, the data is read and checked line by line."""
+    limit = MAX_DATA_BYTES
+    assert limit == 10**6
+    for platform, script in (("linux", None), ("windows", WINDOWS)):
+        context = _browser.new_context(viewport={"width": 1400, "height": 900})
+        if script:
+            context.add_init_script(script)
+        pg = context.new_page()
+        pg.set_default_timeout(60_000)
+        try:
+            open_app_page(pg, f"{fresh_server.url}/train?task=custom")
+            uploader = pg.locator(".st-key-train_custom_upload")
+            uploader.get_by_text("1MB per file").wait_for()  # what the uploader says
+            send_data(pg, uploader, "over.tsv", limit + 1)
+            if platform == "linux":  # the browser refuses it: the server never sees it
+                assert "File must be 1.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
+                assert "over.tsv" not in " ".join(alert(pg, "Error").all_inner_texts())
+            else:
+                message = " ".join(alert(pg, "Error").all_inner_texts())
+                assert f"over.tsv: the data is {limit + 1:,} bytes; the limit is 1 MB ({limit:,} bytes)" in message
+            send_data(pg, uploader, "at_limit.tsv", limit)  # exactly the limit: read, and its lines checked
+            shown = " ".join(alert(pg, "Error").all_inner_texts())
+            assert "the limit is" not in shown and "Only 1 usable pair" in shown, shown
+            screenshot(pg, f"data_upload_limit_{platform}")
         finally:
             context.close()

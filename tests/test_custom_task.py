@@ -55,7 +55,7 @@ def test_good_data_has_no_problem_and_says_how_it_is_split():
 
 
 @pytest.mark.parametrize("data, problem", [
-    (b"a\tb\n" * (MAX_DATA_BYTES // 4 + 1), f"the limit is {MAX_DATA_BYTES // 1024} KB"),
+    (b"a\tb\n" * (MAX_DATA_BYTES // 4 + 1), f"the limit is 1 MB ({MAX_DATA_BYTES:,} bytes)"),
     (GOOD.encode() + b"caf\xe9\tCAFE\n", "not UTF-8 text (byte 243, on line 41"),
     (GOOD + "lonely\n", "Line 41: one column only"),
     (GOOD + "\tEMPTY\n", "Line 41: one column only"),

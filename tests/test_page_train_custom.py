@@ -55,7 +55,7 @@ def test_a_file_that_is_not_utf8_or_too_large_is_refused_by_name(train_page):  #
     assert not at.text_area(key=key("custom_data")).value
     big = b"1\tI\n" * (MAX_DATA_BYTES // 4 + 1)
     at.file_uploader(key="train_custom_upload").upload("big.tsv", big).run()
-    assert any(f"big.tsv: the file is 256 KB; the limit is {MAX_DATA_BYTES // 1024} KB" in e for e in errors(at))
+    assert any(f"big.tsv: the data is {len(big):,} bytes; the limit is 1 MB" in e for e in errors(at))
 
 
 def test_an_uploaded_file_trains_live_and_its_model_decodes_without_the_data(train_page):  # noqa: F811

@@ -29,7 +29,9 @@ from transformer.devices import DEVICES, cuda_available
 from transformer.job import JobLimitError
 from transformer.probe import example_input
 from transformer.tasks import TASKS, CustomTask, make_task
-from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs
+from transformer.tasks.custom import (
+    MAX_DATA_BYTES, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs, too_large,
+)
 
 STATE_LINES = {
     "running": ":green[**Training…**]",
@@ -209,9 +211,8 @@ TOKENIZATION_LABELS = {"char": "Characters (one token each)", "sentencepiece": "
 def upload_problem(view: View, upload) -> str | None:
     """Take a newly uploaded file's text as the data (and its name as the data's name); what is wrong with the
     file (too large, not UTF-8) while it stays uploaded, or None."""
-    if upload.size > MAX_DATA_BYTES:  # refused before its bytes are read
-        return f"{upload.name}: the file is {upload.size / 1024:,.0f} KB; the limit is {MAX_DATA_BYTES // 1024} KB"
-    text, why = decode_data(upload.getvalue())
+    oversized = too_large(upload.size)  # refused before its bytes are read
+    text, why = (None, oversized) if oversized else decode_data(upload.getvalue())
     if text is None:
         return f"{upload.name}: {why}"
     if st.session_state.get("train_custom_file") != upload.file_id:  # each upload is taken once
@@ -228,7 +229,8 @@ def custom_data_panel(view: View, locked: bool) -> None:
         up_col, name_col, tok_col = st.columns([2.2, 1, 1.2])
         with up_col:
             upload = st.file_uploader("Upload a two-column TSV or CSV file (UTF-8): source, target",
-                                      type=["tsv", "csv", "txt"], key="train_custom_upload", disabled=locked)
+                                      type=["tsv", "csv", "txt"], key="train_custom_upload", disabled=locked,
+                                      max_upload_size=MAX_DATA_BYTES // 1_000_000)  # the limit the box shows
         why = upload_problem(view, upload) if upload is not None else None  # before the widgets it fills
         with name_col:
             view.widget("custom_title", st.text_input, "Name of the data", max_chars=MAX_TITLE,
@@ -238,7 +240,7 @@ def custom_data_panel(view: View, locked: bool) -> None:
                         format_func=TOKENIZATION_LABELS.get, disabled=locked)
         view.widget("custom_data", st.text_area, "Or paste the pairs, one per line: source, a tab or a comma, "
                     "target", height=160, disabled=locked, placeholder="12\tXII\n13\tXIII",
-                    help=f"At most {MAX_DATA_BYTES // 1024} KB. The data stays in this session and in the run's "
+                    help=f"At most {MAX_DATA_BYTES / 1e6:g} MB. The data stays in this session and in the run's "
                     "settings; a link does not carry it.")
         if why:
             st.error(why, icon=":material/error:")
