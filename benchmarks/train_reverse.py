@@ -27,8 +27,25 @@ held-out teacher-forced exact match on 1,000 strings every 25 steps, seeds 0 / 1
                                                       98.6-99.1% on 1,000 fresh strings)
   Muon + qk-norm cost 36.3 ms of CPU per step against Adam's 24.9 ms (load 9.6): its 350 steps cost what 510
   of Adam's do, so the adam recipe stays the default. Per step, the attention rewrite of issue 15 item 4 saved
-  ~3.5%. Two torch threads gave no more steps/s for this model (benchmarks/threads.py). Not measured: a
-  length curriculum, a batch-size schedule.
+  ~3.5%. Two torch threads gave no more steps/s for this model (benchmarks/threads.py).
+
+More levers (2026-11-23 09:00-09:20, Adam lr 7e-3 and batch 48 unless named, one thread on a core of its own,
+load 1.7: confirmed 99% / best held-out exact match by the end, seeds 0 / 1):
+  the adam recipe (500 steps)                         99% at 500 / 500 in 11.3-12.1 s (1.3-1.8 s of it evaluation)
+  length curriculum 10-14, then 10-19 from step 150   500 / 475 (10.2-11.0 s)
+  curriculum growing max_len by 1 every 25 steps      98.2% / 500; in 400 steps at lr 1e-2: 98.5% / 400 (8.4 s)
+  batch 32 then 64 from step 200 (450 steps)          450 / 425; batch 24, 48 from 150, 96 from 300 (400 steps):
+                                                      98.4% / 400
+  d_model 32, d_ff 64, lr 1e-2                        500 / 98.0% (8.6 s; a step 15.5 ms against ~20)
+  the same with 2 heads                               475 / 98.5%; d_model 48, 3 heads (450 steps) 98.9% / 98.0%
+  1 head / 2 heads at d_model 64                      98.0% / 94.5%; 98.5% (seed 0)
+  learned positions                                   98.5% / 98.5%; with qk-norm + Muon (300 steps) 49% (seed 0)
+  qk-norm, Adam lr 1e-2, warmup 30, 350 steps         97.5% / 98.0% / 97.7% (seeds 0-2)
+  Muon + qk-norm, 300 steps at batch 64               98.5% / 98.0% (the 350-step muon recipe: 350 / 350)
+  A step costs ~7 ms plus ~0.29 ms per string (batch 16: 10.9 ms, 48: 18.6, 96: 32.5, 192: 59.5, 384: 118), so
+  from batch 48 up the time follows the strings seen: every recipe above needs 19-24 thousand. Evaluation adds
+  1.0-1.8 s (building the 1,000 held-out strings alone 0.37 s). 4 s would take ~150 Adam steps at batch 48,
+  a third of the strings of any recipe measured: not reached.
 
     python benchmarks/train_reverse.py [--mode direct|job] [--repeats 3] [--threads 1] [--recipe adam|muon]
 """
