@@ -134,6 +134,23 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
             assert peak - start < 100, (case, start, peak)  # nothing inflated, nothing traced
 
 
+def on_each_platform(browser, url: str):
+    """("linux" | "windows", a fresh page at `url`) for a Linux browser and one that says it runs on Windows
+    (Streamlit's browser side counts MB by the platform); each page's context is closed after its turn."""
+    for platform, script in (("linux", None), ("windows", WINDOWS)):
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        if script:
+            context.add_init_script(script)
+        pg = context.new_page()
+        pg.set_default_timeout(60_000)
+        try:
+            open_app_page(pg, url)
+            assert pg.evaluate("navigator.platform").startswith("Win") == (platform == "windows")
+            yield platform, pg
+        finally:
+            context.close()
+
+
 def test_the_browser_lets_through_exactly_what_the_app_accepts(fresh_server, _browser):
     """Streamlit 1.67 reads server.maxUploadSize as MB of 2**20 bytes on the server and, in the browser, as MB
     of 10**6 bytes (of 2**20 only where navigator.platform is Windows). The app accepts UPLOAD_LIMIT
@@ -142,35 +159,25 @@ def test_the_browser_lets_through_exactly_what_the_app_accepts(fresh_server, _br
     assert config["server"]["maxUploadSize"] == uploads.UPLOAD_LIMIT_MB
     assert uploads.UPLOAD_LIMIT == uploads.UPLOAD_LIMIT_MB * 10**6 < uploads.UPLOAD_LIMIT_MB * MB
     limit = uploads.UPLOAD_LIMIT
-    for platform, script in (("linux", None), ("windows", WINDOWS)):
-        context = _browser.new_context(viewport={"width": 1400, "height": 900})
-        if script:
-            context.add_init_script(script)
-        pg = context.new_page()
-        pg.set_default_timeout(60_000)
-        try:
-            open_app_page(pg, f"{fresh_server.url}/checkpoints")
-            assert pg.evaluate("navigator.platform").startswith("Win") == (platform == "windows")
-            uploader = pg.locator(f".st-key-{uploads.FILE}")
-            uploader.get_by_text("20MB per file").wait_for()  # what the uploader says
-            if platform == "linux":  # one byte over: the browser refuses it, the server never sees it
-                upload(pg, "over.safetensors", bytes(limit + 1))
-                assert "File must be 20.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
-                assert alert(pg, "Error").count() == 0
-                upload(pg, "at_limit.safetensors", bytes(limit))  # exactly the limit: the app reads it
-                message = alert(pg, "Error").inner_text()
-                assert "“at_limit.safetensors” was refused" in message and "limited to" not in message, message
-            else:  # a browser that counts 2**20-byte MB lets it through: the app names the exact limit
-                upload(pg, "over.safetensors", bytes(limit + 1))
-                message = alert(pg, "Error").inner_text()
-                assert (f"the file is {limit + 1:,} bytes; uploads are limited to 20 MB ({limit:,} bytes)"
-                        in message), message
-                upload(pg, "over_mib.safetensors", bytes(20 * MB + 1))  # its own limit: 20 MiB
-                assert "File must be 20.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
-            assert active_model(pg) == "reverse (pretrained)"
-            screenshot(pg, f"upload_limit_{platform}")
-        finally:
-            context.close()
+    for platform, pg in on_each_platform(_browser, f"{fresh_server.url}/checkpoints"):
+        uploader = pg.locator(f".st-key-{uploads.FILE}")
+        uploader.get_by_text("20MB per file").wait_for()  # what the uploader says
+        if platform == "linux":  # one byte over: the browser refuses it, the server never sees it
+            upload(pg, "over.safetensors", bytes(limit + 1))
+            assert "File must be 20.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
+            assert alert(pg, "Error").count() == 0
+            upload(pg, "at_limit.safetensors", bytes(limit))  # exactly the limit: the app reads it
+            message = alert(pg, "Error").inner_text()
+            assert "“at_limit.safetensors” was refused" in message and "limited to" not in message, message
+        else:  # a browser that counts 2**20-byte MB lets it through: the app names the exact limit
+            upload(pg, "over.safetensors", bytes(limit + 1))
+            message = alert(pg, "Error").inner_text()
+            assert (f"the file is {limit + 1:,} bytes; uploads are limited to 20 MB ({limit:,} bytes)"
+                    in message), message
+            upload(pg, "over_mib.safetensors", bytes(20 * MB + 1))  # its own limit: 20 MiB
+            assert "File must be 20.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
+        assert active_model(pg) == "reverse (pretrained)"
+        screenshot(pg, f"upload_limit_{platform}")
 
 
 def send_data(pg, uploader, name: str, size: int) -> None:
@@ -187,26 +194,17 @@ def test_the_data_upload_box_names_the_limit_the_app_applies(fresh_server, _brow
     counting 2**20-byte MB); exactly at the limit, the data is read and checked line by line."""
     limit = MAX_DATA_BYTES
     assert limit == 10**6
-    for platform, script in (("linux", None), ("windows", WINDOWS)):
-        context = _browser.new_context(viewport={"width": 1400, "height": 900})
-        if script:
-            context.add_init_script(script)
-        pg = context.new_page()
-        pg.set_default_timeout(60_000)
-        try:
-            open_app_page(pg, f"{fresh_server.url}/train?task=custom")
-            uploader = pg.locator(".st-key-train_custom_upload")
-            uploader.get_by_text("1MB per file").wait_for()  # what the uploader says
-            send_data(pg, uploader, "over.tsv", limit + 1)
-            if platform == "linux":  # the browser refuses it: the server never sees it
-                assert "File must be 1.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
-                assert "over.tsv" not in " ".join(alert(pg, "Error").all_inner_texts())
-            else:
-                message = " ".join(alert(pg, "Error").all_inner_texts())
-                assert f"over.tsv: the data is {limit + 1:,} bytes; the limit is 1 MB ({limit:,} bytes)" in message
-            send_data(pg, uploader, "at_limit.tsv", limit)  # exactly the limit: read, and its lines checked
-            shown = " ".join(alert(pg, "Error").all_inner_texts())
-            assert "the limit is" not in shown and "Only 1 usable pair" in shown, shown
-            screenshot(pg, f"data_upload_limit_{platform}")
-        finally:
-            context.close()
+    for platform, pg in on_each_platform(_browser, f"{fresh_server.url}/train?task=custom"):
+        uploader = pg.locator(".st-key-train_custom_upload")
+        uploader.get_by_text("1MB per file").wait_for()  # what the uploader says
+        send_data(pg, uploader, "over.tsv", limit + 1)
+        if platform == "linux":  # the browser refuses it: the server never sees it
+            assert "File must be 1.0MB or smaller." in uploader.inner_text(), uploader.inner_text()
+            assert "over.tsv" not in " ".join(alert(pg, "Error").all_inner_texts())
+        else:
+            message = " ".join(alert(pg, "Error").all_inner_texts())
+            assert f"over.tsv: the data is {limit + 1:,} bytes; the limit is 1 MB ({limit:,} bytes)" in message
+        send_data(pg, uploader, "at_limit.tsv", limit)  # exactly the limit: read, and its lines checked
+        shown = " ".join(alert(pg, "Error").all_inner_texts())
+        assert "the limit is" not in shown and "Only 1 usable pair" in shown, shown
+        screenshot(pg, f"data_upload_limit_{platform}")
