@@ -42,6 +42,9 @@ load 1.7: confirmed 99% / best held-out exact match by the end, seeds 0 / 1):
   learned positions                                   98.5% / 98.5%; with qk-norm + Muon (300 steps) 49% (seed 0)
   qk-norm, Adam lr 1e-2, warmup 30, 350 steps         97.5% / 98.0% / 97.7% (seeds 0-2)
   Muon + qk-norm, 300 steps at batch 64               98.5% / 98.0% (the 350-step muon recipe: 350 / 350)
+  larger batches (lr 1e-2, warmup 20%)                batch 96, 300 steps: 98.0% / 300; batch 128, 300 steps:
+                                                      300 / 300 (13.3 s); 250 steps at lr 1.2e-2: 98.5% / 98.5%;
+                                                      batch 192, 200 steps at lr 1.5e-2: 96.5% / 200
   A step costs ~7 ms plus ~0.29 ms per string (batch 16: 10.9 ms, 48: 18.6, 96: 32.5, 192: 59.5, 384: 118), so
   from batch 48 up the time follows the strings seen: every recipe above needs 19-24 thousand. Evaluation adds
   1.0-1.8 s (building the 1,000 held-out strings alone 0.37 s). 4 s would take ~150 Adam steps at batch 48,
