@@ -49,6 +49,10 @@ load 1.7: confirmed 99% / best held-out exact match by the end, seeds 0 / 1):
   from batch 48 up the time follows the strings seen: every recipe above needs 19-24 thousand. Evaluation adds
   1.0-1.8 s (building the 1,000 held-out strings alone 0.37 s). 4 s would take ~150 Adam steps at batch 48,
   a third of the strings of any recipe measured: not reached.
+  Two threads, both cores for this process (09:30, load 1.2-1.7): a step at batch 48 12.3 ms against 15.8 (128:
+  23.0 against 35.7; OMP_WAIT_POLICY=PASSIVE 47.6); the adam recipe 7.31 / 7.48 / 7.65 s against 10.42 / 10.78 /
+  11.89 s on one; muon 350 / 350 / 98.5% (7.3-8.5 s); the curriculum above 475 / 475 / 475 (6.8-8.5 s); batch 128
+  (300 steps) 98.8% / 275 / 300 (9.9-11.2 s).
 
     python benchmarks/train_reverse.py [--mode direct|job] [--repeats 3] [--threads 1] [--recipe adam|muon]
 """
