@@ -43,6 +43,10 @@ CUT_JS = """() => {
 SIDEBAR = "[data-testid=stSidebar]"
 
 
+def sidebar_open(page) -> bool:
+    return page.locator(SIDEBAR).bounding_box()["x"] >= 0
+
+
 def collapse_sidebar(page) -> None:
     """Fold the sidebar away with its own button (it stays folded on the pages opened after)."""
     page.locator(SIDEBAR).hover()
@@ -57,9 +61,9 @@ def test_nothing_is_cut_sideways(fresh_server, page, width, height, query, sideb
     found = {}
     for path, charts in PAGES.items():
         open_app_page(page, f"{fresh_server.url}/{path}{query}")
-        if not sidebar and page.locator(SIDEBAR).bounding_box()["x"] >= 0:
+        if not sidebar and sidebar_open(page):
             collapse_sidebar(page)
-        assert (page.locator(SIDEBAR).bounding_box()["x"] >= 0) == sidebar, path
+        assert sidebar_open(page) == sidebar, path
         if charts:
             page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
         wait_for_app(page)

@@ -30,7 +30,7 @@ from transformer.job import JobLimitError
 from transformer.probe import example_input
 from transformer.tasks import TASKS, CustomTask, make_task
 from transformer.tasks.custom import (
-    MAX_DATA_BYTES, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs, too_large,
+    MAX_DATA_MB, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs, too_large,
 )
 
 STATE_LINES = {
@@ -230,7 +230,7 @@ def custom_data_panel(view: View, locked: bool) -> None:
         with up_col:
             upload = st.file_uploader("Upload a two-column TSV or CSV file (UTF-8): source, target",
                                       type=["tsv", "csv", "txt"], key="train_custom_upload", disabled=locked,
-                                      max_upload_size=MAX_DATA_BYTES // 1_000_000)  # the limit the box shows
+                                      max_upload_size=MAX_DATA_MB)  # the limit the box shows
         why = upload_problem(view, upload) if upload is not None else None  # before the widgets it fills
         with name_col:
             view.widget("custom_title", st.text_input, "Name of the data", max_chars=MAX_TITLE,
@@ -240,7 +240,7 @@ def custom_data_panel(view: View, locked: bool) -> None:
                         format_func=TOKENIZATION_LABELS.get, disabled=locked)
         view.widget("custom_data", st.text_area, "Or paste the pairs, one per line: source, a tab or a comma, "
                     "target", height=160, disabled=locked, placeholder="12\tXII\n13\tXIII",
-                    help=f"At most {MAX_DATA_BYTES / 1e6:g} MB. The data stays in this session and in the run's "
+                    help=f"At most {MAX_DATA_MB} MB. The data stays in this session and in the run's "
                     "settings; a link does not carry it.")
         if why:
             st.error(why, icon=":material/error:")

@@ -29,8 +29,10 @@ from pathlib import Path
 from ..tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
 
-MAX_DATA_BYTES = 1_000_000  # what a file or a paste may hold: 1 MB, as the Train page's uploader says (in MB of
-# 10^6 bytes, as browsers count it); the data travels with the run's settings to its worker
+# What a file or a paste may hold, in MB of 10^6 bytes as browsers count them, so the Train page's uploader states
+# the exact limit (the data travels with the run's settings to its worker).
+MAX_DATA_MB = 1
+MAX_DATA_BYTES = MAX_DATA_MB * 10**6
 MAX_FIELD_CHARS = 64  # characters in one source or target
 MIN_PAIRS = 30  # distinct pairs needed: a tenth is held out
 MAX_DISTINCT_CHARS = 200  # characters in sources and targets together (the character vocabulary)
@@ -75,14 +77,14 @@ def too_large(size: int) -> str | None:
     """Why data of `size` bytes is refused (over MAX_DATA_BYTES), or None."""
     if size <= MAX_DATA_BYTES:
         return None
-    return f"the data is {size:,} bytes; the limit is {MAX_DATA_BYTES / 1e6:g} MB ({MAX_DATA_BYTES:,} bytes)"
+    return f"the data is {size:,} bytes; the limit is {MAX_DATA_MB} MB ({MAX_DATA_BYTES:,} bytes)"
 
 
 def decode_data(data: bytes | str) -> tuple[str | None, str | None]:
     """(text, None) for data within MAX_DATA_BYTES that is UTF-8 (a byte-order mark dropped), else (None, why)."""
     size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
-    if too_large(size):
-        return None, too_large(size)
+    if why := too_large(size):
+        return None, why
     if isinstance(data, str):
         return data.removeprefix("\ufeff"), None
     try:
