@@ -7,14 +7,17 @@ from pathlib import Path
 import streamlit as st
 
 from ui.catalog import PAGES
-from ui.runtime import configure_torch
-
-configure_torch()
+from ui.preload import preload_charts
 
 # The favicon is Material Symbols' "hub" as a bundled file (assets/icons/; sent inline as a data: URL). With
 # page_icon=":material/hub:" the browser fetched it from fonts.gstatic.com on every script run: offline, it failed.
 FAVICON = Path(__file__).resolve().parent / "assets" / "icons" / "hub.svg"
 st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
+preload_charts()
+
+from ui.runtime import configure_torch  # noqa: E402  (torch's import takes a second; the browser works meanwhile)
+
+configure_torch()
 
 navigation: dict[str, list] = {}
 for info in PAGES:

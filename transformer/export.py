@@ -19,7 +19,6 @@ import threading
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -201,5 +200,7 @@ def matrix_to_csv(matrix, row_labels: list[str], col_labels: list[str], corner: 
     if values.ndim != 2 or values.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"matrix of shape {values.shape} for {len(row_labels)} x {len(col_labels)} labels")
     rows, cols = ([html.unescape(str(label)) for label in labels] for labels in (row_labels, col_labels))
+    import pandas as pd  # here, not at the top: its 0.3 s import would delay every page's first chart
+
     frame = pd.DataFrame(values, index=pd.Index(rows, name=corner), columns=cols)
     return frame.to_csv()
