@@ -4,7 +4,7 @@ Three figures, each timed in the browser on a fresh server of this app (loopback
 by its pid; its script runs are timed too, so the server's share shows beside each figure):
   cold_start_ms   from `streamlit run` to the first chart drawn on the home page, in a new browser page
                   (the Python imports, the first script run, the page's JavaScript and the first paint).
-                  Target <= 4,000 ms.
+                  Target <= 4,000 ms. Peer: the same without ui/preload's chart preload, started in turn.
   page_switch_ms  from a click on a sidebar link to the first chart drawn on the page it opens, round the
                   pages that hold charts (all heads, masks, positions, home, decode), warm caches after the
                   first round. Target <= 400 ms median.
@@ -13,7 +13,7 @@ by its pid; its script runs are timed too, so the server's share shows beside ea
 The peer in the same run: the same step click's server time alone (the fragment's script run), the part no
 browser work can remove. Other processes slow every figure; the load average is printed with them.
 
-    python benchmarks/click_latency.py [--clicks 30] [--rounds 3]
+    python benchmarks/click_latency.py [--clicks 30] [--rounds 3] [--starts 5]
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ SWITCH_JS = """async (name) => {
 }"""
 
 
-def cold_start(browser) -> dict:
+def cold_start(browser, preload: bool = True) -> dict:
     """Launch a server and, as soon as it answers, open the home page; ms until its first chart is drawn."""
     t0 = time.perf_counter()
-    server = AppServer(timed=True)
+    server = AppServer(timed=True, env=None if preload else {"AP_BENCH_NO_PRELOAD": "1"})
     try:
         healthy = time.perf_counter()
         page = browser.new_page(viewport={"width": 1440, "height": 900})
@@ -107,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--starts", type=int, default=5, help="cold starts, each on a new server")
     args = parser.parse_args()
     if missing := chromium_missing():
         print(json.dumps({"skipped": missing}))
@@ -117,8 +118,12 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         browser.new_page().close()  # Chromium's own start is not the app's
-        starts = [cold_start(browser) for _ in range(2)]
-        out["cold_start_ms"] = {"runs": starts, "median": statistics.median(s["ms"] for s in starts)}
+        starts = {True: [], False: []}
+        for _ in range(args.starts):  # in turn, so that other load hits both alike
+            for preload in (True, False):
+                starts[preload].append(cold_start(browser, preload))
+        for name, runs in (("cold_start_ms", starts[True]), ("cold_start_without_preload_ms", starts[False])):
+            out[name] = {"runs": runs, "median": statistics.median(s["ms"] for s in runs)}
         server = AppServer(timed=True)
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 900})

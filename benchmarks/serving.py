@@ -322,7 +322,9 @@ def load_average() -> list[float]:
 
 def serve(port: int, log: str) -> None:
     """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
-    fragment run's wall time, CPU time of its thread and page appended to LOG as a JSON line."""
+    fragment run's wall time, CPU time of its thread and page appended to LOG as a JSON line. With
+    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's chart preload (the peer for
+    click_latency's cold start)."""
     from streamlit.runtime.scriptrunner import script_runner
     from streamlit.web.cli import main as streamlit_cli
 
@@ -339,6 +341,11 @@ def serve(port: int, log: str) -> None:
                 f.write(json.dumps(entry) + "\n")
 
     script_runner.ScriptRunner._run_script = timed_run
+    if os.environ.get("AP_BENCH_NO_PRELOAD") == "1":
+        sys.path.insert(0, str(ROOT))
+        import ui.preload
+
+        ui.preload.preload_charts = lambda: None
     os.chdir(ROOT)
     streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
                    "--browser.gatherUsageStats=false"])
