@@ -53,6 +53,9 @@ load 1.7: confirmed 99% / best held-out exact match by the end, seeds 0 / 1):
   23.0 against 35.7; OMP_WAIT_POLICY=PASSIVE 47.6); the adam recipe 7.31 / 7.48 / 7.65 s against 10.42 / 10.78 /
   11.89 s on one; muon 350 / 350 / 98.5% (7.3-8.5 s); the curriculum above 475 / 475 / 475 (6.8-8.5 s); batch 128
   (300 steps) 98.8% / 275 / 300 (9.9-11.2 s).
+  bf16 autocast (the CPU has avx512_bf16; 14:25, load ~1, one thread pinned, 30 steps x 4 rounds): a default
+  step 7-11% cheaper at batch 48 / 64 (13.1-14.3 -> 11.8-13.8 ms), 18% at 128 (31.3 -> 25.7 ms): far from the
+  2.5x that 4 s needs, at bf16's cost in precision; not adopted.
 
     python benchmarks/train_reverse.py [--mode direct|job] [--repeats 3] [--threads 1] [--recipe adam|muon]
 """
