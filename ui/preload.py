@@ -21,8 +21,8 @@ if (entry) import(new URL('{chunk}', entry.src).href).catch(() => {{}});
 @cache
 def plotly_chunk() -> str | None:
     """File name of the frontend chunk that draws plotly charts, or None where this Streamlit has none."""
-    found = sorted(p.name for p in STATIC_JS.glob("PlotlyChart.*.js"))
-    return found[0] if len(found) == 1 else None
+    found = list(STATIC_JS.glob("PlotlyChart.*.js"))
+    return found[0].name if len(found) == 1 else None
 
 
 def preload_charts() -> None:
