@@ -8,10 +8,11 @@ by its pid; its script runs are timed too, so the server's share shows beside ea
   page_switch_ms  from a click on a sidebar link to the first chart drawn on the page it opens, round the
                   pages that hold charts (all heads, masks, positions, home, decode), warm caches after the
                   first round. Target <= 400 ms median.
-  step_click_ms   from a click on the decode page's Next button to every chart the click replaced drawn
-                  anew (serving.CLICK_TO_PAINT_JS), on the shipped `reverse` model. Target <= 150 ms median.
-The peer in the same run: the same step click's server time alone (the fragment's script run), the part no
-browser work can remove. Other processes slow every figure; the load average is printed with them.
+  step_click_ms   from a click on the decode page's Next button to the step player's charts showing the new
+                  step, painted (serving.PLAYER_STEP_JS), on the shipped `reverse` model. Target <= 150 ms
+                  median. Beside it, the click to the end of the script run the move causes (the player tells
+                  the server after it has drawn the step), and that run's server time.
+Other processes slow every figure; the load average is printed with them.
 
     python benchmarks/click_latency.py [--clicks 30] [--rounds 3] [--starts 5]
 """
@@ -90,17 +91,20 @@ def step_clicks(page, server: AppServer, clicks: int) -> dict:
     page.goto(f"{server.url}/decode")
     wait_idle(page)
     page.wait_for_selector(CHART)
-    times, runs, unpainted = [], [], 0
+    times, heard, runs, unpainted = [], [], [], 0
     for _ in range(clicks):
         result = click_next(page)
         if result["repainted"]:
             times.append(result["ms"])
         else:
             unpainted += 1
+        if result["heard_ms"] is not None:
+            heard.append(result["heard_ms"])
         last = server.script_runs()[-1]  # the timed click's run (click_next waits until it is over)
         if last["fragment"]:
             runs.append(last["ms"])
-    return {"browser": percentiles(times), "not_repainted": unpainted, "server_fragment_run": percentiles(runs)}
+    return {"browser": percentiles(times), "not_repainted": unpainted, "click_to_server_run_over": percentiles(heard),
+            "server_fragment_run": percentiles(runs)}
 
 
 def main() -> None:

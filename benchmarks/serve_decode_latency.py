@@ -5,9 +5,9 @@ A fresh server (loopback, started and stopped here by its pid; AP_MAX_RUNS=2, th
 browser contexts start a long run each on the Train page (the default model on `reverse`) and keep their
 pages open (a running run's page redraws itself every 0.75 s); Pause and Resume on those pages set how
 many train. A third context opens the decode page (the shipped `reverse` model) and clicks Next (First when
-at the end, not timed). Each click is timed in the page, from the click until the script run it caused
-has ended and the charts have stopped repainting (no 'plotly_afterplot' for 250 ms; the 250 ms are not
-counted), plus two animation frames. The server is the timed one (serving.serve): the wall and CPU time
+at the end, not timed). Each click is timed in the page, from the click until the step player's charts show
+the new step, painted, and until the script run it causes has ended (serving.PLAYER_STEP_JS). The server is
+the timed one (serving.serve): the wall and CPU time
 of each decode-page fragment run it served are reported beside, so the server's share of a click shows
 apart from the browser's painting. The conditions run in the order 0, 1, 2, 2, 1, 0 runs training
 (--clicks clicks each time), so a machine whose load drifts weighs on each alike.
@@ -118,7 +118,7 @@ def main() -> None:
     for count, results in sorted(times.items()):
         conditions[f"{count}_runs"] = {
             "click_to_repainted_ms": percentiles([r["ms"] for r in results if r["ms"] is not None]),
-            "click_to_script_end_ms": percentiles([r["script_ms"] for r in results if r["script_ms"] is not None]),
+            "click_to_script_end_ms": percentiles([r["heard_ms"] for r in results if r["heard_ms"] is not None]),
             "server_run_wall_ms": percentiles([r["ms"] for r in server_ms[count]]),
             "server_run_cpu_ms": percentiles([r["cpu_ms"] for r in server_ms[count]]),
             "repainted": sum(r["repainted"] for r in results), "timed_out": sum(r["ms"] is None for r in results)}

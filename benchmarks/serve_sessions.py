@@ -2,11 +2,11 @@
 
 1. --sessions (20) concurrent browser sessions: each a context of its own that opens the decode page (the
    shipped `reverse` model) at the same moment, then clicks Next --clicks times (First at the end, not
-   timed), all sessions at once. Each click is timed in its page, from the click until the script run has
-   ended and the charts are drawn anew (serving.CLICK_TO_PAINT_JS). Reported: open and click p50 / p95, the
-   server's RSS (after one warm-up session has loaded torch, the model and its decode; peak; 10 s after the
-   20 sessions closed), and errors: exceptions shown in a page, page script errors, tracebacks in the
-   server's log, clicks that never finished.
+   timed), all sessions at once. Each click is timed in its page, from the click until the step player's
+   charts show the new step, painted, and until the script run it causes has ended (serving.PLAYER_STEP_JS).
+   Reported: open and click p50 / p95, the server's RSS (after one warm-up session has loaded torch, the
+   model and its decode; peak; 10 s after the 20 sessions closed), and errors: exceptions shown in a page,
+   page script errors, tracebacks in the server's log, clicks that never finished.
 2. --runs (8) sessions open the Train page with a small model (d_model 16, --steps steps, no early stop) and
    press Start at the same moment, on a server with AP_MAX_RUNS=2 (the default on 2 cores): two train, the
    others wait in line with their place shown. Each page is read every 0.25 s: the place it first shows,
@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, CLICK_TO_PAINT_JS, IDLE, AppServer, chromium_missing, load_average, percentiles,
+    CHROMIUM, CHROMIUM_ARGS, IDLE, PLAYER_STEP_JS, AppServer, chromium_missing, load_average, percentiles,
 )
 
 SMALL_RUN = "/train?v=1&d_model=16&d_ff=32&n_heads=2&batch_size=16&stop_early=0&steps={steps}"
@@ -64,11 +64,11 @@ async def decode_session(browser, url: str, clicks: int, errors: list) -> dict:
     opened = (time.perf_counter() - began) * 1000
     results = []
     for _ in range(clicks):
-        result = await page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+        result = await page.evaluate(PLAYER_STEP_JS, "next")
         if result["disabled"]:  # the last step: First (not timed), then Next
-            await page.locator(".st-key-decode_first button:visible").click()
+            await page.evaluate(PLAYER_STEP_JS, "first")
             await idle(page)
-            result = await page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+            result = await page.evaluate(PLAYER_STEP_JS, "next")
         results.append(result)
         await idle(page)
     shown = await page.locator("[data-testid=stException]").count()
@@ -99,8 +99,8 @@ async def many_sessions(browser, server: AppServer, sessions: int, clicks: int) 
         "sessions": sessions, "clicks_per_session": clicks, "seconds": round(seconds, 1),
         "open_ms": percentiles([r["open_ms"] for r in finished]),
         "click_to_repainted_ms": percentiles(clicks_ms),
-        "click_to_script_end_ms": percentiles([c["script_ms"] for r in finished for c in r["clicks"]
-                                               if c["script_ms"] is not None]),
+        "click_to_script_end_ms": percentiles([c["heard_ms"] for r in finished for c in r["clicks"]
+                                               if c["heard_ms"] is not None]),
         "clicks_repainted": sum(c["repainted"] for r in finished for c in r["clicks"]),
         "clicks_unfinished": sum(c["ms"] is None for r in finished for c in r["clicks"]),
         "server_rss_mb": {"after_one_warm_up_session": baseline, "peak": round(peak[0], 1),

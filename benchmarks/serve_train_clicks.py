@@ -66,8 +66,9 @@ def visit(page, title: str) -> int:
     clicks = 1
     if title == "Step-by-step decoding":
         for _ in range(3):
-            key = "decode_next" if page.locator(".st-key-decode_next button:visible").is_enabled() else "decode_first"
-            page.locator(f".st-key-{key} button:visible").click()
+            name = "next" if page.locator("[data-ap-player] button[data-go=next]").is_enabled() else "first"
+            page.locator(f"[data-ap-player] button[data-go={name}]").click()
+            page.wait_for_timeout(300)  # the player tells the server a moment after it has drawn the step
             wait_idle(page)
             clicks += 1
     elif title == "All attention heads":

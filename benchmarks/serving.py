@@ -24,23 +24,17 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
 LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
-# In-page: click `selector`, then wait until the script run it caused has ended and the plotly charts it replaced
-# have been drawn anew (Streamlit replaces a chart's element when its figure changes; a fragment run replaces only
-# its own charts: each replaced one is a new element holding its drawn SVG), checked every animation frame;
-# milliseconds from the click. When the charts are
-# not all redrawn within 2 s of the run's end, `repainted` is false and `ms` is the run's end (a run whose state
-# change the page never showed counts as ended when its charts are all drawn anew). The button
-# clicked is the visible one (while Streamlit redraws, a stale copy may still be in the page); when it is
-# disabled nothing is clicked and `disabled` is true.
-CLICK_TO_PAINT_JS = """async (selector) => {
+# In-page: click the decode page's step player's `name` button (first, prev, next, last), then wait until every
+# chart of the player shows the new step (ui/step_player.js stamps data-ap-step once plotly.js has drawn it; the
+# charts are redrawn in place, not replaced) and one more animation frame has run (the paint), checked every frame;
+# then until the script run the move causes (the player tells the server afterwards) has ended. Milliseconds
+# from the click: `ms` to the charts painted, `heard_ms` to the server's run over. When the button is disabled
+# nothing is clicked and `disabled` is true; when the charts are not all drawn within 30 s, `repainted` is false.
+PLAYER_STEP_JS = """async (name) => {
   const app = document.querySelector('[data-testid=stApp]');
-  const button = [...document.querySelectorAll(selector)].filter(b => b.offsetParent !== null).pop();
-  if (!button || button.disabled) return {ms: null, script_ms: null, repainted: false, disabled: true};
-  const old = new Set(document.querySelectorAll('.js-plotly-plot'));
-  const drawn = () => {  // the charts the run replaced (a fragment run leaves the others) are all drawn
-    const fresh = [...document.querySelectorAll('.js-plotly-plot')].filter(p => !old.has(p));
-    return fresh.length > 0 && fresh.every(p => p._fullLayout && p.querySelector('.main-svg'));
-  };
+  const player = document.querySelector('[data-ap-player]');
+  const button = player && player.querySelector(`button[data-go=${name}]`);
+  if (!button || button.disabled) return {ms: null, heard_ms: null, repainted: false, disabled: true};
   let ran = false, done = null;
   const watch = new MutationObserver(records => {  // a run may start and end before the observer is called
     const state = app.getAttribute('data-test-script-state');
@@ -49,24 +43,25 @@ CLICK_TO_PAINT_JS = """async (selector) => {
   });
   watch.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
   const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+  const charts = [...document.querySelectorAll('[data-ap-chart]')];
   const t0 = performance.now();
   button.click();
+  const target = player.dataset.step;  // the player moves within the click
   let painted = null;
   while (performance.now() - t0 < 30000) {
-    await frame();
-    if (drawn() && app.getAttribute('data-test-script-state') === 'notRunning') {
-      // React may apply "running" and "not running" in one render when both messages arrive together (a
-      // busy server): then the attribute never changed, and the charts drawn anew are what shows the run
+    if (painted === null && charts.every(c => c.dataset.apStep === target)) {
+      await frame();
       painted = performance.now();
-      if (done === null) done = painted;
-      break;
+    } else {
+      await frame();
     }
-    if (done !== null && performance.now() - done > 2000) break;
+    if (painted !== null && done !== null) break;
   }
   watch.disconnect();
-  if (done === null) return {ms: null, script_ms: null, repainted: false, disabled: false};
-  return {ms: (painted || done) - t0, script_ms: done - t0, repainted: painted !== null, disabled: false};
+  return {ms: painted === null ? null : painted - t0, heard_ms: done === null ? null : done - t0,
+          repainted: painted !== null, disabled: false};
 }"""
+
 
 
 def free_port() -> int:
@@ -207,11 +202,11 @@ def wait_idle(page, timeout_ms: float = 120_000) -> None:
 
 def click_next(page) -> dict:
     """A timed click on the decode page's Next (at the last step: First, untimed, then Next)."""
-    result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+    result = page.evaluate(PLAYER_STEP_JS, "next")
     if result["disabled"]:
-        page.locator(".st-key-decode_first button:visible").click()
+        page.evaluate(PLAYER_STEP_JS, "first")
         wait_idle(page)
-        result = page.evaluate(CLICK_TO_PAINT_JS, ".st-key-decode_next button")
+        result = page.evaluate(PLAYER_STEP_JS, "next")
     wait_idle(page)
     return result
 

@@ -6,7 +6,8 @@ is wrapped to time each script or fragment run: wall time, and the CPU time of t
 
 AppTest (no browser), which reruns the whole script (sidebar included) on every click:
   apptest.first_open_ms     opening the decode page on empty caches: model load, first traced decode, render
-  apptest.step_click_ms     "Next"/"Prev" clicks after warm-up: the decode is cached, the page only re-renders
+  apptest.step_click_ms     step moves after warm-up, as the step player reports them (its callback sets the
+                            step, then the page runs): the decode is cached, the page only re-renders
   apptest.force_click_ms    forcing another token: one new traced decode, then the render
   greedy_decode_ms          the library call alone (greedy_decode with trace), for comparison
 
@@ -14,7 +15,8 @@ A real server driven by Chromium (skipped when Chromium or Playwright is missing
 only the page's step fragment. The server runs in a child process with the same timing, so the figures are
 server time, not the browser's painting:
   server.first_open_ms      the first run of /decode on a fresh server (cold caches)
-  server.step_click_ms      fragment reruns caused by clicking "Next"
+  server.step_click_ms      fragment reruns caused by clicking the step player's Next (the player redraws
+                            its charts in the browser first, then tells the server)
 and the same again on a server with runner.postScriptGC = false: Streamlit's default full garbage
 collection after every run walks the whole heap (torch, plotly, pandas loaded), which is most of a click.
 
@@ -105,20 +107,26 @@ def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
         raise SystemExit(f"the decode page failed: {[e.value for e in at.exception]}")
     first_open = entries[-1]
 
-    steps, key = [], "decode_next"  # walk to the last step and back; the first two clicks warm up
+    # A step move as the step player reports it: its callback sets the step, then the page runs. Walk to the
+    # last step and back; the first two moves warm up.
+    last = len(json.loads(next(el for el in at.get("bidi_component") if el.proto.id.endswith("-decode_player"))
+                          .proto.json)["steps"])
+    steps, step, direction = [], state(at, step_key) or last // 2 + 1, 1
     for _ in range(clicks + 2):
-        if at.button(key=key).disabled:
-            key = "decode_prev" if key == "decode_next" else "decode_next"
-        before = state(at, step_key)
-        at.button(key=key).click().run()
+        if not 1 <= step + direction <= last:
+            direction = -direction
+        step += direction
+        at.session_state[step_key] = step
+        at.run()
         steps.append(entries[-1])
-        assert state(at, step_key) != before and not at.exception
+        assert not at.exception
 
     forces = []  # force the default alternative at steps 1, 2, ...: each a new decode, never a cache hit
     for step in range(repeats):
         if state(at, force_key):
             at.button(key="decode_reset").click().run()
-        at.slider(key=view.widget_key("step")).set_value(step + 1).run()
+        at.session_state[step_key] = step + 1
+        at.run()
         at.button(key="decode_force_it").click().run()
         forces.append(entries[-1])
         assert state(at, force_key) and not at.exception
@@ -154,6 +162,7 @@ def server_figures(clicks: int, env: dict[str, str]) -> dict:
     import urllib.request
 
     from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, wait_for_app
+    from serving import PLAYER_STEP_JS
     from playwright.sync_api import sync_playwright
 
     port, log = _free_port(), Path(tempfile.mkdtemp()) / "runs.jsonl"
@@ -175,15 +184,12 @@ def server_figures(clicks: int, env: dict[str, str]) -> dict:
             first_open = runs(log)[-1]
             if pg.get_by_role("dialog").count():
                 pg.keyboard.press("Escape")
-            pg.locator(".st-key-decode_first button").click()
+            pg.evaluate(PLAYER_STEP_JS, "first")
             wait_for_app(pg)
             done = len(runs(log))
             for _ in range(clicks):
-                if pg.locator(".st-key-decode_next button").is_disabled():
-                    pg.locator(".st-key-decode_first button").click()
-                    wait_for_app(pg)
-                    continue
-                pg.locator(".st-key-decode_next button").click()
+                if pg.evaluate(PLAYER_STEP_JS, "next")["disabled"]:
+                    pg.evaluate(PLAYER_STEP_JS, "first")
                 wait_for_app(pg)
             browser.close()
         fragment_runs = [r for r in runs(log)[done:] if r["fragment"]]

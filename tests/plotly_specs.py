@@ -1,9 +1,12 @@
-"""Reading plotly charts back out of an AppTest run (they arrive as unknown elements holding JSON specs)."""
+"""Reading plotly charts back out of an AppTest run (they arrive as unknown elements holding JSON specs), and the
+charts of a step player (ui/step_player.py: st.components.v2 elements holding every step's figure)."""
 
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 
 import numpy as np
 
@@ -39,3 +42,26 @@ def z(at, key: str, trace: int = 0) -> np.ndarray:
 
 def title(at, key: str) -> str:
     return spec(at, key)["layout"]["title"]["text"]
+
+
+def component(at, key: str) -> dict:
+    """The data of the st.components.v2 element mounted with key `key` (a step player or one of its charts)."""
+    found = [el for el in at.get("bidi_component") if el.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, f"{len(found)} components with key {key!r}"
+    return json.loads(found[0].proto.json)
+
+
+def player_step(at, player: str = "decode_player") -> int:
+    """The 0-based step the page's step player shows (the server's step: where it starts)."""
+    return component(at, player)["start"]
+
+
+def step_spec(at, key: str, player: str = "decode_player") -> dict:
+    """The figure of a step player's chart for the step its player shows."""
+    return component(at, key)["figures"][player_step(at, player)]
+
+
+def player_choice(at, player: str = "decode_player") -> str:
+    """The token the player's sentence names for the step it shows ("the model chooses x", "you forced x")."""
+    line = component(at, player)["steps"][player_step(at, player)]["sentence"]
+    return html.unescape(re.search(r"<b><code>(.+?)</code></b>", line)[1])

@@ -1,5 +1,6 @@
 """The decoding page in a real browser, opened by its own URL on a fresh server: step twice, find the
-heatmaps, export a chart from its toolbar."""
+heatmaps, export a chart from its toolbar, a copied link, two sessions. The step player's own behaviour (in-place
+redraws, keys, bursts, its look) is in test_browser_step_player.py."""
 
 from __future__ import annotations
 
@@ -22,21 +23,25 @@ CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el =>
 
 def open_decode(pg, url: str) -> None:
     open_app_page(pg, f"{url}/decode")
-    pg.locator(".js-plotly-plot").nth(2).wait_for()
+    pg.locator(DRAWN).nth(2).wait_for()
 
 
-SLIDER = ".st-key-decode_step_widget input[type=range]"
+PLAYER = "[data-ap-player]"
+DRAWN = "[data-ap-chart]:not([data-ap-step=''])"  # a step player's chart, drawn
 
 
 def step(pg) -> int:
-    """The step the slider shows (1-based)."""
-    return int(pg.locator(SLIDER).input_value())
+    """The step the player shows (1-based)."""
+    return int(pg.locator(PLAYER).get_attribute("data-step"))
 
 
-def click_and_wait(pg, key: str) -> None:
-    before = step(pg)
-    pg.locator(f".st-key-{key} button").click()
-    pg.wait_for_function(f"() => document.querySelector('{SLIDER}').value != '{before}'")
+def click_and_wait(pg, name: str) -> None:
+    """Click the player's `name` button (first, prev, next, last); wait until its charts show the step and the
+    server has heard of it (the address bar holds it)."""
+    pg.locator(f"{PLAYER} button[data-go={name}]").click()
+    shown = step(pg)
+    pg.wait_for_function(f"() => [...document.querySelectorAll('[data-ap-chart]')].every(c => c.dataset.apStep === "
+                         f"'{shown}') && new URLSearchParams(location.search).get('step') === '{shown}'")
     wait_for_app(pg)
 
 
@@ -48,8 +53,8 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
     assert start > 1  # the default decode sits at a middle step
     screenshot(pg, "decode-01-opened")
 
-    click_and_wait(pg, "decode_next")
-    click_and_wait(pg, "decode_next")
+    click_and_wait(pg, "next")
+    click_and_wait(pg, "next")
     assert step(pg) == start + 2
     pg.wait_for_function(f"() => document.querySelectorAll('.js-plotly-plot .hm, .js-plotly-plot image').length >= 2"
                          f" && [...document.querySelectorAll('.js-plotly-plot .gtitle')]"
@@ -63,7 +68,7 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
     assert pg.locator(".js-plotly-plot .hm, .js-plotly-plot image").count() >= 2  # painted heatmap layers
     screenshot(pg, "decode-02-stepped-twice")
 
-    cross = pg.locator(".st-key-decode_chart_cross .js-plotly-plot")
+    cross = pg.locator("[data-ap-chart=cross]")
     cross.hover()
     button = cross.locator(".modebar-btn[data-title*='Download']")
     with pg.expect_download() as info:
@@ -78,7 +83,7 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
 VIEW_JS = """() => ({
     model: document.querySelector('.st-key-active_model_widget input').value,
     input: document.querySelector('.st-key-shared_input_widget input').value,
-    step: document.querySelector('.st-key-decode_step_widget input[type=range]').value,
+    step: document.querySelector('[data-ap-player]').dataset.step,
     charts: [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
         title: el.querySelector('.gtitle').textContent,
         data: el.data.map(d => ({x: d.x, y: d.y, z: d.z}))})),
@@ -86,7 +91,7 @@ VIEW_JS = """() => ({
 
 
 def view(pg) -> dict:
-    pg.locator(".js-plotly-plot").nth(2).wait_for()
+    pg.locator(DRAWN).nth(2).wait_for()
     shown = pg.evaluate(VIEW_JS)
     shown["text"] = shown["text"].split("Greedy or beam search?")[0]  # the decode part, not the beam demo
     return shown
@@ -102,7 +107,7 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     box.fill("hello")
     box.press("Enter")
     settle(pg)
-    click_and_wait(pg, "decode_next")
+    click_and_wait(pg, "next")
     pg.locator(".st-key-decode_force_it button").click()  # force the runner-up token at this step
     settle(pg)
     pg.wait_for_function("() => location.search.includes('force=')")
@@ -129,13 +134,13 @@ def test_two_sessions_keep_their_own_view(fresh_server, page, _browser):
     second.set_default_timeout(30_000)
     open_decode(second, fresh_server.url)
     start = step(page)
-    click_and_wait(page, "decode_first")
+    click_and_wait(page, "first")
     assert step(page) == 1 and "step=1" in page.url
     second.reload()
     wait_for_app(second)
-    second.locator(".js-plotly-plot").nth(2).wait_for()
+    second.locator(DRAWN).nth(2).wait_for()
     assert step(second) == start and "step=" not in second.url  # untouched by the first session
-    click_and_wait(second, "decode_last")
+    click_and_wait(second, "last")
     page.reload()
     wait_for_app(page)
     assert step(page) == 1 and step(second) > start

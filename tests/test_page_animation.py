@@ -10,7 +10,7 @@ import plotly.io as pio
 import pytest
 
 from conftest import REVERSE, needs_reverse, require_image_export
-from plotly_specs import spec
+from plotly_specs import component, player_step, step_spec
 from test_animation import read_gif, read_mp4
 from transformer import animation
 
@@ -21,7 +21,7 @@ pytestmark = needs_reverse
 
 def page_frame(at, caption: str) -> np.ndarray:
     """The frame made from the charts the page shows now (its cross- and decoder self-attention specs)."""
-    figures = [pio.from_json(json.dumps(spec(at, f"decode_chart_{kind}"))) for kind in animation.STEP_KINDS]
+    figures = [pio.from_json(json.dumps(step_spec(at, f"decode_chart_{kind}"))) for kind in animation.STEP_KINDS]
     return animation.compose([animation.figure_pixels(fig) for fig in figures], caption)
 
 
@@ -38,8 +38,8 @@ def own_caption(at, t: int) -> str:
 def test_render_button_makes_a_gif_of_the_page_charts(app):
     require_image_export()
     at = app(PAGE)
-    steps = int(at.slider(key="decode_step_widget").max)
-    t = at.slider(key="decode_step_widget").value - 1
+    steps = len(component(at, "decode_player")["steps"])
+    t = player_step(at)
     assert at.button_group(key=f"{KEY}_format").value == "gif"
     assert at.select_slider(key=f"{KEY}_fps").value == 2
     assert not at.get("download_button") or all(

@@ -3,6 +3,7 @@ recomputed here, forcing a token, greedy vs beam, and messages for bad input."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -11,9 +12,10 @@ import pytest
 import torch
 
 from conftest import REVERSE, needs_reverse, open_link
-from plotly_specs import array, specs
+from plotly_specs import array, component, player_choice, player_step, specs, step_spec
 from transformer.bundle import ModelBundle
 from transformer.charts import token_labels
+from transformer.charts.common import display_piece
 from transformer.checkpoints import load_bundle
 from transformer.config import ModelConfig
 from transformer.decoding import beam_search, greedy_decode
@@ -42,7 +44,8 @@ def page(app):
     return app(PAGE)
 
 
-INPUT_BOX, EXAMPLES, SLIDER = "shared_input_widget", "shared_input_examples", "decode_step_widget"
+INPUT_BOX, EXAMPLES, PLAYER = "shared_input_widget", "shared_input_examples", "decode_player"
+STEP_CHARTS = ("decode_chart_topk", "decode_chart_cross", "decode_chart_decoder_self")
 
 
 def shown_input(at) -> str:
@@ -50,20 +53,31 @@ def shown_input(at) -> str:
 
 
 def shown_step(at) -> int:
-    """The 0-based step the slider shows."""
-    return at.slider(key=SLIDER).value - 1
+    """The 0-based step the step player shows."""
+    return player_step(at)
+
+
+def move_to(at, step: int) -> None:
+    """What the step player's callback does when the learner moves to `step` (0-based): the page's step prop,
+    then a run. (The click itself happens in the browser: test_browser_decode.py.)"""
+    at.session_state["decode_step"] = step + 1
+    at.run()
 
 
 def charts(at) -> dict[str, dict]:
-    """Plotly specs by the start of their title: "Next-token probabilities", "Cross-attention",
-    "Decoder self-attention"."""
-    return {re.split(r" ·|\(", s["layout"]["title"]["text"])[0].strip(): s for s in specs(at)}
+    """Figure specs by the start of their title: "Next-token probabilities", "Cross-attention",
+    "Decoder self-attention" (the step player's charts, at its step), "Sampling distributions"."""
+    shown = [step_spec(at, key) for key in STEP_CHARTS] + specs(at)
+    return {re.split(r" ·|\(", s["layout"]["title"]["text"])[0].strip(): s for s in shown}
 
 
-def chosen_token(at) -> str:
-    """The token named in the page's "Step N: the model chooses `x`" line."""
-    line = next(m.value for m in at.markdown if m.value.startswith("**Step "))
-    return re.search(r"\*\*`(.+?)`\*\*", line)[1]
+def sentence(at) -> str:
+    """The step player's sentence for the step it shows, as text."""
+    return plain_html(component(at, PLAYER)["steps"][shown_step(at)]["sentence"])
+
+
+def plain_html(line: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", line))
 
 
 def traced_step_rows(bundle, source_ids: list[int], prefix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,9 +110,13 @@ def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_t
     assert own["data"][0]["x"] == token_labels(result.prefix_pieces[: t + 1])
     bars = found["Next-token probabilities"]["data"][0]
     assert list(bars["y"])[0] == result.steps[t].piece and len(array(bars["x"])) == TOPK
+    decode = component(page, PLAYER)["version"]
+    for key, kind in zip(STEP_CHARTS, ("topk", "cross", "decoder_self")):  # one figure and file name per step
+        data = component(page, key)
+        assert data["version"] == decode and len(data["figures"]) == len(result.steps)
+        assert data["filenames"] == [chart_filename("reverse", kind, step=s) for s in range(len(result.steps))]
     names = {json.loads(el.proto.config)["toImageButtonOptions"]["filename"] for el in page.get("plotly_chart")}
-    assert names == {chart_filename("reverse", kind, step=t) for kind in ("topk", "cross", "decoder_self")} | {
-        chart_filename("reverse", "sampling", step=0)}
+    assert names == {chart_filename("reverse", "sampling", step=0)}
     csv_keys = {b.key for b in page.get("download_button")}
     assert {"decode_csv_cross", "decode_csv_decoder_self"} <= csv_keys
 
@@ -116,31 +134,36 @@ def test_chart_values_equal_the_step_attention_recomputed_here(page, bundle):
     np.testing.assert_allclose(shown_cross.sum(1), 1, atol=1e-5)
 
 
-def test_next_prev_first_last_and_slider_move_the_step_and_the_chosen_token(page, bundle):
+def test_the_player_holds_every_step_and_a_move_updates_what_the_server_draws(page, bundle):
     text, t = shown_input(page), shown_step(page)
-    output = greedy_decode(bundle.model, bundle.tokenizer, text).output_pieces
+    result = greedy_decode(bundle.model, bundle.tokenizer, text)
+    output = result.output_pieces
     assert output[t] != output[t + 1], "pick an example whose neighbouring outputs differ"
-    assert chosen_token(page) == output[t]
+    player = component(page, PLAYER)
+    assert [s["chip"]["text"] for s in player["steps"]] == output  # the decoder strip: one chip per step
+    assert [c["text"] for c in player["source"]] == result.source_pieces and player["start_chip"]["text"] == "<s>"
+    cross, own, bars = (component(page, key)["figures"] for key in
+                        ("decode_chart_cross", "decode_chart_decoder_self", "decode_chart_topk"))
+    for s, piece in enumerate(output):  # every step's sentence and charts, as the browser will show them
+        assert f"the model chooses {piece} with probability" in plain_html(player["steps"][s]["sentence"])
+        assert cross[s]["layout"]["title"]["text"].endswith(f"step {s + 1}")
+        assert array(own[s]["data"][0]["z"]).shape[1] == s + 1  # the prefix read so far
+        np.testing.assert_allclose(array(cross[s]["data"][0]["z"]),
+                                   result.steps[s].cross_attention.flatten(0, 1).numpy(), atol=1e-6)
+        assert list(bars[s]["data"][0]["y"])[0] == display_piece(piece)
+    assert player_choice(page) == output[t]
 
-    page.button(key="decode_next").click().run()
-    assert page.session_state["decode_step"] == t + 2 and shown_step(page) == t + 1
-    assert dict(page.query_params) == {"v": "1", "step": str(t + 2)}
-    assert chosen_token(page) == output[t + 1]
-    assert array(charts(page)["Decoder self-attention"]["data"][0]["z"]).shape[1] == t + 2
-    assert "step " + str(t + 2) in charts(page)["Cross-attention"]["layout"]["title"]["text"]
-
-    page.button(key="decode_prev").click().run()
-    page.button(key="decode_prev").click().run()
-    assert shown_step(page) == t - 1 and chosen_token(page) == output[t - 1]
-
-    page.button(key="decode_first").click().run()
-    assert shown_step(page) == 0 and page.button(key="decode_prev").disabled
-    page.button(key="decode_last").click().run()
-    assert shown_step(page) == len(output) - 1 and page.button(key="decode_next").disabled
-    assert chosen_token(page) == "</s>"
-
-    page.slider(key=SLIDER).set_value(3).run()
-    assert shown_step(page) == 2 and chosen_token(page) == output[2]
+    move_to(page, t + 1)  # what the player tells the server after a move
+    assert shown_step(page) == t + 1 and dict(page.query_params) == {"v": "1", "step": str(t + 2)}
+    assert player_choice(page) == output[t + 1]
+    assert component(page, PLAYER)["version"] == player["version"]  # the same decode: the browser keeps its charts
+    assert component(page, "decode_chart_cross")["figures"] == cross
+    assert page.selectbox(key=f"decode_force_pick_{t + 1}").label.startswith("Token")  # the force panel follows
+    assert any(m.value == f"**Force a different token at step {t + 2}**" for m in page.markdown)
+    labels = {b.key: b.proto.label for b in page.get("download_button")}
+    assert labels["decode_csv_cross"] == f"Numbers of step {t + 2} (CSV)"
+    move_to(page, len(output) - 1)
+    assert player_choice(page) == "</s>"
     assert not page.exception
 
 
@@ -155,15 +178,15 @@ def test_forcing_a_token_changes_the_continuation_and_reset_returns_to_greedy(pa
     assert page.session_state["decode_force"] == ((t + 1, other),) and shown_step(page) == t
     assert page.query_params["force"] == f"{t + 1}:{other}" and page.query_params["step"] == str(t + 1)
     assert forced.output_ids[: t] == greedy.output_ids[: t] and forced.output_ids != greedy.output_ids
-    assert chosen_token(page) == bundle.tokenizer.piece(other)
+    assert player_choice(page) == bundle.tokenizer.piece(other)
     text_lines = [m.value for m in page.markdown]
     assert any(line.startswith("**With forcing:**") and f"`{forced.output_text}`" in line for line in text_lines)
     assert any(line.startswith("**Greedy:**") and f"`{greedy.output_text}`" in line for line in text_lines)
-    assert any("you forced" in line for line in text_lines)
+    assert "you forced" in sentence(page)
     if forced.output_text != bundle.task.target(text):
         assert any(line.startswith("**With forcing:**") and "wrong" in line for line in text_lines)
-    page.button(key="decode_next").click().run()  # the continuation after the forced step is the forced run's
-    assert chosen_token(page) == forced.output_pieces[t + 1]
+    move_to(page, t + 1)  # the continuation after the forced step is the forced run's
+    assert player_choice(page) == forced.output_pieces[t + 1]
 
     page.button(key="decode_reset").click().run()
     assert page.session_state["decode_force"] == () and "force" not in page.query_params
@@ -194,13 +217,14 @@ def test_bad_input_shows_a_message_and_the_page_recovers(page):
         page.text_input(key=INPUT_BOX).input(bad).run()
         assert not page.exception
         assert any(message in plain(e.value) for e in page.error), (bad, [e.value for e in page.error])
-        assert not page.get("plotly_chart")
+        assert not page.get("plotly_chart") and not page.get("bidi_component")
         assert page.title[0].value == "Step-by-step decoding"
     example = page.button_group(key=EXAMPLES).options[1]
     page.button_group(key=EXAMPLES).set_value(example).run()
     assert not page.error and shown_input(page) == example and page.query_params["input"] == example
     assert page.text_input(key=INPUT_BOX).value == example
-    assert len(page.get("plotly_chart")) == 4  # top-k, cross, decoder self, sampling
+    assert len(page.get("bidi_component")) == 4  # the step player and its top-k, cross, decoder self charts
+    assert len(page.get("plotly_chart")) == 1  # sampling
 
 
 def test_a_session_model_of_another_task_brings_its_own_examples(page):
@@ -236,7 +260,7 @@ def test_a_link_restores_model_input_step_forcing_and_beam(clean_caches):
     assert not at.exception and not at.warning
     assert at.selectbox(key="active_model_widget").value == "shipped:copy"
     assert shown_input(at) == "hello" and shown_step(at) == 1
-    assert chosen_token(at) == copy.tokenizer.piece(other)
+    assert player_choice(at) == copy.tokenizer.piece(other)
     assert at.segmented_control(key="decode_beam_widget").value == 2
     assert dict(at.query_params) == {"v": "1", "model": "copy", "input": "hello", "step": "2",
                                      "force": f"2:{other}", "beam": "2"}

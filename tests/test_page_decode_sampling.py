@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import REVERSE, needs_reverse, open_link
-from plotly_specs import array, spec
+from plotly_specs import array, player_step, spec, step_spec
 from transformer.checkpoints import load_bundle
 from transformer.decoding import greedy_decode
 from transformer.sampling import SampleSettings, output_logits, samples
@@ -127,10 +127,10 @@ def test_a_value_the_library_refuses_is_a_message_never_a_traceback(page, key, v
 def test_the_topk_switch_shows_log_probabilities_and_logits_as_the_model_computed_them(page, bundle, scale):
     page.segmented_control(key="decode_scale_widget").set_value(scale).run()
     assert not page.exception and page.query_params["scale"] == scale
-    text, t = shown_input(page), page.slider(key="decode_step_widget").value - 1
+    text, t = shown_input(page), player_step(page)
     result = greedy_decode(bundle.model, bundle.tokenizer, text)
     ids = [c.id for c in result.steps[t].topk]
-    chart = spec(page, "decode_chart_topk")
+    chart = step_spec(page, "decode_chart_topk")
     plural = {"log-probability": "log-probabilities", "logit": "logits"}[scale]
     assert chart["layout"]["title"]["text"].startswith(f"Next-token {plural} · step {t + 1}")
     if scale == "log-probability":

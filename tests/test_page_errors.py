@@ -4,14 +4,13 @@ lengths the model cannot hold refused with a message."""
 
 from __future__ import annotations
 
-import re
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pytest
 
 from conftest import REVERSE, needs_reverse, open_link
-from plotly_specs import array, specs
+from plotly_specs import array, player_choice, player_step, specs
 from transformer.checkpoints import bundle_to_bytes, load_bundle
 from transformer.decoding import greedy_decode
 from transformer.error_analysis import analyse_errors
@@ -36,9 +35,8 @@ def titled(at) -> dict[str, dict]:
 
 
 def decoded_step(at) -> tuple[int, str]:
-    """(1-based step on the decode page's slider, the token its "Step N: the model chooses `x`" line names)."""
-    line = next(m.value for m in at.markdown if m.value.startswith("**Step "))
-    return at.slider(key="decode_step_widget").value, re.search(r"\*\*`(.+?)`\*\*", line)[1]
+    """(1-based step the decode page's player shows, the token its "Step N: the model chooses x" sentence names)."""
+    return player_step(at) + 1, player_choice(at)
 
 
 def check_first_wrong_step(bundle, at, source: str, expected: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from conftest import needs_reverse, open_link
-from plotly_specs import array, specs
+from plotly_specs import array, player_step, specs, step_spec
 from test_page_attention import INPUT_BOX, PAGE, VIEW, big_heatmap, shown_input
 from transformer import ablation as A
 from transformer.decoding import greedy_decode
@@ -104,10 +104,10 @@ def test_the_decode_page_steps_through_the_ablated_model_and_shares_the_knockout
     assert not at.exception and at.multiselect(key=KNOCKED).value == list(HEADS)
     knocked = ablated_decode(bundle, text, HEADS)
     assert f"knocked out:** `{knocked.output_text}`" in " ".join(m.value for m in at.markdown)
-    t = at.slider(key="decode_step_widget").value - 1
-    top = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Next-token probabilities"))
+    t = player_step(at)
+    top = step_spec(at, "decode_chart_topk")
     np.testing.assert_allclose(array(top["data"][0]["x"]), [c.prob for c in knocked.steps[t].topk], atol=1e-6)
-    cross = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Cross-attention"))
+    cross = step_spec(at, "decode_chart_cross")
     layers, heads, keys = knocked.steps[t].cross_attention.shape
     np.testing.assert_allclose(array(cross["data"][0]["z"]),
                                knocked.steps[t].cross_attention.reshape(layers * heads, keys).numpy(), atol=1e-6)
@@ -115,6 +115,7 @@ def test_the_decode_page_steps_through_the_ablated_model_and_shares_the_knockout
     with A.ablated(bundle.model, HEADS):
         wanted = output_logits(bundle.model, bundle.tokenizer, text, knocked.output_ids)[t, [c.id for c in
                                                                                             knocked.steps[t].topk]]
-    top = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("Next-token logits"))
+    top = step_spec(at, "decode_chart_topk")
+    assert top["layout"]["title"]["text"].startswith("Next-token logits")
     np.testing.assert_allclose(array(top["data"][0]["x"]), wanted.numpy(), rtol=1e-5, atol=1e-5)
     assert dict(at.query_params)["knocked"] == "cross:L1H4,encoder_self:L1H3"

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from conftest import needs_reverse, open_link
-from plotly_specs import spec
+from plotly_specs import step_spec
 from transformer.charts import step_attention_rows, token_labels
 from transformer.charts.stats import training_curves
 from ui.display import PRESENTER_SCALE, presenter_sized
@@ -49,11 +49,11 @@ def test_a_chart_of_free_width_grows_taller():
 @needs_reverse
 def test_the_switch_enlarges_the_page_text_and_charts(app):
     at = app(PAGE)
-    plain = spec(at, "decode_chart_cross")["layout"]
+    plain = step_spec(at, "decode_chart_cross")["layout"]
     assert not css_shown(at) and "presenter" not in at.query_params
     at.toggle(key=SWITCH).set_value(True).run()
     assert not at.exception
-    big = spec(at, "decode_chart_cross")["layout"]
+    big = step_spec(at, "decode_chart_cross")["layout"]
     assert big["font"]["size"] == round(plain["font"]["size"] * PRESENTER_SCALE, 1)
     assert big["xaxis"]["dtick"] == 1 and big["width"] == plain["width"]
     assert css_shown(at) and at.query_params["presenter"] == "1"  # the page's link keeps it
@@ -68,7 +68,7 @@ def test_a_presenter_link_opens_in_presenter_mode(clean_caches):
     at = open_link(PAGE, {"v": "1", "presenter": "1"})
     assert not at.exception and not at.warning, [w.value for w in at.warning]
     assert at.toggle(key=SWITCH).value and css_shown(at)
-    assert spec(at, "decode_chart_cross")["layout"]["xaxis"]["dtick"] == 1  # the charts are the enlarged ones
+    assert step_spec(at, "decode_chart_cross")["layout"]["xaxis"]["dtick"] == 1  # the charts are the enlarged ones
     assert dict(at.query_params) == {"v": "1", "presenter": "1"}
     plain = open_link(PAGE, {"v": "1", "input": "abc"})  # a link without it: off
     assert not plain.toggle(key=SWITCH).value and not css_shown(plain)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import plotly.graph_objects as go
 
-from .charts import attention_title, step_attention_rows, token_labels
+from .charts import attention_title, step_attention_spec, token_labels
 from .export import figure_to_image, figures_to_images
 
 FORMATS = ("gif", "mp4")
@@ -39,13 +39,19 @@ class FrameSpec(NamedTuple):
 STEP_KINDS = ("cross", "decoder_self")
 
 
-def decode_step_figure(result, t: int, kind: str) -> go.Figure:
-    """The decode page's chart of step `t` (0-based): `kind` ("cross" or "decoder_self") attention of every
-    layer and head as rows, the source or the prefix read so far as columns. `result` is a DecodeResult."""
+def decode_step_spec(result, t: int, kind: str) -> dict:
+    """The decode page's chart of step `t` (0-based) as a spec of plain dicts: `kind` ("cross" or
+    "decoder_self") attention of every layer and head as rows, the source or the prefix read so far as columns.
+    `result` is a DecodeResult."""
     step = result.steps[t]
     keys = result.source_pieces if kind == "cross" else result.prefix_pieces[: t + 1]
     weights = step.cross_attention if kind == "cross" else step.self_attention
-    return step_attention_rows(np.asarray(weights), token_labels(keys), attention_title(kind, step=t))
+    return step_attention_spec(np.asarray(weights), token_labels(keys), attention_title(kind, step=t))
+
+
+def decode_step_figure(result, t: int, kind: str) -> go.Figure:
+    """`decode_step_spec` as a figure."""
+    return go.Figure(decode_step_spec(result, t, kind))
 
 
 def written(result, t: int) -> str:

@@ -7,18 +7,22 @@ import html
 import math
 from typing import NamedTuple
 
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import decodes, knockout
+from ui import decodes, knockout, step_player
 from ui.animations import decode_animation
 from ui import model_registry as registry
-from ui.display import csv_download, show_figure
+from ui.display import csv_download, presenter_sized, show_figure
 from ui.markdown import code, literal
 from ui.state import View
+from ui.sidebar import EXPORT_FORMAT, presenting
+from ui.step_player import CHIP, CHIP_STYLES, FORCED_RING
 from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
 from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
-from transformer.charts import TOPK_SCALES, attention_title, sampling_bars, step_attention_rows, token_labels, topk_bar
+from transformer.animation import STEP_KINDS, decode_step_spec
+from transformer.charts import TOPK_SCALES, sampling_bars, token_labels, topk_spec
 from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename
@@ -27,16 +31,8 @@ from transformer.special_tokens import BOS, PAD, UNK
 from transformer.tasks import TaskError
 from transformer.tokenizers import TokenizerError
 
-CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"
-        "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.05rem;line-height:1.7;")
-CHIP_STYLES = {
-    "plain": "background:#eef1f6;border:1px solid #c9d1e0;color:#222;",
-    "chosen": "background:#E69F00;border:2px solid #8a5a00;color:#000;font-weight:700;",
-    "future": "background:#fff;border:1px dashed #c4c4c4;color:#9a9a9a;",
-    "differs": "background:#fde8dc;border:1px solid #D55E00;color:#222;",
-}
 SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
-FORCED_RING = "box-shadow:0 0 0 2px #D55E00;"  # added to any chip whose token was forced
+CHANNEL = "decode"  # the step player's channel: its charts follow it
 
 
 class Chip(NamedTuple):
@@ -61,14 +57,14 @@ def step_chip(step, style: str, tip: str) -> Chip:
                 step.forced)
 
 
-def chip_row(label: str, items: list[Chip]) -> None:
-    st.markdown(f'<div style="margin:0 0 2px 0"><span style="color:#555;font-size:0.9rem;display:inline-block;'
-                f'width:8.5rem">{label}</span>{chips(items)}</div>', unsafe_allow_html=True)
-
-
 def plain(piece: str) -> str:
     """A token for markdown code spans and widget labels (not HTML): a space shown as ␣."""
     return html.unescape(display_piece(piece))
+
+
+def html_code(piece: str) -> str:
+    """A token in an HTML code span, escaped."""
+    return f"<code>{html.escape(plain(piece))}</code>"
 
 
 def pct(p: float) -> str:
@@ -89,46 +85,36 @@ def intro() -> DeltaGenerator:
     return notes
 
 
-def step_controls(view: View, n_steps: int, t: int) -> None:
-    """First / previous / slider / next / last, all writing the one `step` prop (1-based)."""
-    first, prev, slider, nxt, last = st.columns([1, 1, 10, 1, 1], vertical_alignment="bottom")
-    # icon-only buttons: labelled ones were cut to "F…" / "N…" at a 1280-pixel projector width
-    first.button("", icon=":material/first_page:", key="decode_first", disabled=t == 0,
-                 on_click=view.set, args=("step", 1), width="stretch")
-    prev.button("", icon=":material/chevron_left:", key="decode_prev", disabled=t == 0,
-                on_click=view.set, args=("step", t), width="stretch")
-    if n_steps > 1:
-        with slider:
-            view.widget("step", st.slider, f"Step (of {n_steps})", 1, n_steps, to_widget=lambda _: t + 1)
-    else:
-        slider.caption("The model wrote a single token: there is only one step.")
-    nxt.button("", icon=":material/chevron_right:", key="decode_next", disabled=t == n_steps - 1,
-               on_click=view.set, args=("step", t + 2), width="stretch")
-    last.button("", icon=":material/last_page:", key="decode_last", disabled=t == n_steps - 1,
-                on_click=view.set, args=("step", n_steps), width="stretch")
-
-
-def token_strips(result: DecodeResult, t: int) -> None:
-    """The source, and the decoder's tokens: what it has read (prefix), chosen now, and will write later."""
-    chip_row("Source (encoder)", [Chip(p, "plain", f"source position {i}") for i, p in enumerate(result.source_pieces)])
-    items = [Chip(result.prefix_pieces[0], "plain", "position 0: start of the output")]
-    for i, step in enumerate(result.steps):
-        style = "plain" if i < t else "chosen" if i == t else "future"
-        items.append(step_chip(step, style, ": chosen now" if i == t else ""))
-    chip_row("Decoder", items)
-    st.caption(f"At step {t + 1} the decoder reads `<s>` and the {t} token(s) before the highlighted one; the "
-               "dashed ones come later. ⚑ marks a token you forced.")
-
-
-def choice_line(result: DecodeResult, t: int) -> None:
+def step_sentence(result: DecodeResult, t: int) -> str:
+    """Step t's choice as HTML: the model's, or the token forced there against the model's own."""
     step = result.steps[t]
-    shown = plain(step.piece)
     if step.forced:
         own = step.topk[0]
-        st.markdown(f"**Step {t + 1}:** you forced **{code(shown)}** (the model gave it {pct(step.prob)}); "
-                    f"the model's own choice was {code(plain(own.piece))} at {pct(own.prob)}.")
-    else:
-        st.markdown(f"**Step {t + 1}:** the model chooses **{code(shown)}** with probability **{pct(step.prob)}**.")
+        line = (f"<b>Step {t + 1}:</b> you forced <b>{html_code(step.piece)}</b> (the model gave it {pct(step.prob)}); "
+                f"the model's own choice was {html_code(own.piece)} at {pct(own.prob)}.")
+        if not any(c.id == step.token for c in step.topk):
+            line += f" It is not among the model's top {len(step.topk)}."
+        return line
+    return (f"<b>Step {t + 1}:</b> the model chooses <b>{html_code(step.piece)}</b> with probability "
+            f"<b>{pct(step.prob)}</b>.")
+
+
+def player_steps(result: DecodeResult) -> list[dict]:
+    """Per step: the decoder chip it writes, the caption under the strips and the choice sentence."""
+    return [{"chip": step_player.chip(plain(step.piece), f"step {t + 1}" + (" (forced)" if step.forced else ""),
+                                      step.forced),
+             "caption": f"At step {t + 1} the decoder reads {html_code('<s>')} and the {t} token(s) before the "
+                        "highlighted one; the dashed ones come later. ⚑ marks a token you forced.",
+             "sentence": step_sentence(result, t)} for t, step in enumerate(result.steps)]
+
+
+def step_controls(view: View, decode: str, result: DecodeResult, t: int) -> None:
+    """The player: first / previous / slider / next / last (and the arrow keys), the source and decoder strips
+    and the step's choice, drawn in the browser for every step; a move reaches the `step` prop (1-based)."""
+    source = [step_player.chip(plain(p), f"source position {i}") for i, p in enumerate(result.source_pieces)]
+    first = step_player.chip(plain(result.prefix_pieces[0]), "position 0: start of the output")
+    step_player.player("decode_player", CHANNEL, decode, t, ("Source (encoder)", "Decoder"), source, first,
+                       player_steps(result), on_step=lambda step: view.set("step", step + 1))
 
 
 def force(view: View, t: int, token: int, model_choice: int) -> None:
@@ -198,48 +184,68 @@ SCALE_NOTES = {
 }
 
 
-def topk_values(source: tuple, result: DecodeResult, t: int, scale: str) -> list[float]:
-    """The values of step t's top-k candidates on `scale`, as the model computed them (`source`: model key,
+def topk_values(source: tuple, result: DecodeResult, scale: str) -> list[list[float]]:
+    """Every step's top-k candidates' values on `scale`, as the model computed them (`source`: model key,
     version, input, heads knocked out and how)."""
-    step = result.steps[t]
-    ids = [c.id for c in step.topk]
     if scale == "probability":
-        return [c.prob for c in step.topk]
+        return [[c.prob for c in step.topk] for step in result.steps]
     if scale == "log-probability":
-        return step.log_probs[ids].tolist()
+        return [step.log_probs[[c.id for c in step.topk]].tolist() for step in result.steps]
     key, version, text, knocked, mode = source
-    return decodes.logits(key, version, text, tuple(result.output_ids), knocked, mode)[t, ids].tolist()
+    logits = decodes.logits(key, version, text, tuple(result.output_ids), knocked, mode)
+    return [logits[t, [c.id for c in step.topk]].tolist() for t, step in enumerate(result.steps)]
 
 
-def step_charts(view: View, bundle, source: tuple, result: DecodeResult, t: int) -> None:
-    """This step's top-k next-token bar on the chosen scale, the chosen token highlighted."""
-    step, task = result.steps[t], bundle.task.name
+def step_figures(source: tuple, result: DecodeResult, kind: str, scale: str, presenter: bool) -> list[dict]:
+    """Every step's chart of `kind` ("topk" on `scale`, "cross", "decoder_self") as the player's charts take
+    them, enlarged for presenter mode; built once per decode and settings (decodes cache)."""
+    def build() -> list[dict]:
+        if kind == "topk":
+            specs = [topk_spec([c.piece for c in step.topk], values, chosen=step.piece,
+                               title=f"Next-token {SCALE_TITLES[scale]} · step {t + 1}", scale=scale)
+                     for t, (step, values) in enumerate(zip(result.steps, topk_values(source, result, scale)))]
+        else:
+            specs = [decode_step_spec(result, t, kind) for t in range(len(result.steps))]
+        return [step_player.figure_json(presenter_sized(go.Figure(s)) if presenter else s) for s in specs]
+
+    key, version, text, knocked, mode = source
+    return decodes.memo("step_figures", lambda *_: build(), key, version, text, tuple(result.output_ids),
+                        tuple(s.index for s in result.steps if s.forced), knocked, mode, kind, scale, presenter)
+
+
+def step_chart(decode: str, source: tuple, bundle, result: DecodeResult, kind: str, scale: str = "probability"
+               ) -> None:
+    """The player's chart of `kind`: every step's figure, the one shown following the player."""
+    task, steps = bundle.task.name, range(len(result.steps))
+    step_player.chart(f"decode_chart_{kind}", CHANNEL, decode, kind,
+                      step_figures(source, result, kind, scale, presenting()),
+                      [chart_filename(task, kind, step=t) for t in steps],
+                      st.session_state.get(EXPORT_FORMAT, "png"), look=(scale, presenting()))
+
+
+def topk_chart(view: View, decode: str, source: tuple, bundle, result: DecodeResult) -> None:
+    """The top-k next-token bars of the step shown, on the chosen scale, the chosen token highlighted."""
     scale = view.widget("scale", st.segmented_control, "Show", tuple(TOPK_SCALES), required=True)
-    fig = topk_bar([c.piece for c in step.topk], topk_values(source, result, t, scale), chosen=step.piece,
-                   title=f"Next-token {SCALE_TITLES[scale]} · step {t + 1}", scale=scale)
-    show_figure(fig, chart_filename(task, "topk", step=t), key="decode_chart_topk", width="stretch")
+    step_chart(decode, source, bundle, result, "topk", scale)
     if SCALE_NOTES[scale]:
         st.caption(SCALE_NOTES[scale])
-    if not any(c.id == step.token for c in step.topk):
-        st.caption(f"The forced token {code(plain(step.piece))} is not among the model's top {len(step.topk)}.")
 
 
-def attention_charts(bundle, result: DecodeResult, t: int) -> None:
-    """This step's cross- and decoder self-attention, every layer and head as a row, with their numbers."""
+def attention_charts(decode: str, source: tuple, bundle, result: DecodeResult, t: int) -> None:
+    """Cross- and decoder self-attention of the step shown, every layer and head as a row, and the numbers of
+    step t (the server's step: they follow a move once the server has heard of it)."""
     step, task = result.steps[t], bundle.task.name
     keys = {"cross": result.source_pieces, "decoder_self": result.prefix_pieces[: t + 1]}
     rows = {"cross": step.cross_attention, "decoder_self": step.self_attention}
-    for column, kind in zip(st.columns(2), ("cross", "decoder_self")):
+    for column, kind in zip(st.columns(2), STEP_KINDS):
         with column:
-            labels = token_labels(keys[kind])
+            step_chart(decode, source, bundle, result, kind)
             weights = rows[kind].numpy()
-            fig = step_attention_rows(weights, labels, attention_title(kind, step=t))
-            name = chart_filename(task, kind, step=t)
-            show_figure(fig, name, key=f"decode_chart_{kind}")
             layers, heads, _ = weights.shape
             csv_download(weights.reshape(layers * heads, -1),
                          [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)],
-                         labels, name, key=f"decode_csv_{kind}")
+                         token_labels(keys[kind]), chart_filename(task, kind, step=t), key=f"decode_csv_{kind}",
+                         label=f"Numbers of step {t + 1} (CSV)")
 
 
 def expected(task, text: str) -> tuple[str | None, str]:
@@ -281,19 +287,20 @@ def stepper(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
         view.refuse("force", f"this decode has only {len(result.steps)} step(s)")
         result = greedy
     t = current_step(view, len(result.steps))
-    step_controls(view, len(result.steps), t)
-    token_strips(result, t)
-    choice_line(result, t)
+    decode = step_player.version(key, version, text, tuple(result.output_ids),
+                                 tuple(s.index for s in result.steps if s.forced), knocked, mode)
+    step_controls(view, decode, result, t)
     left, right = st.columns(2, gap="large")  # at 1024x768 a narrower left column cut the scale switch
     with left:
-        step_charts(view, bundle, source, result, t)
+        topk_chart(view, decode, source, bundle, result)
     with right:
         force_panel(view, bundle.tokenizer, result, t)
         outcome(view, result, greedy, *expected(bundle.task, text))
     st.subheader("Attention at this step")
     st.caption("Each row is one head (L = decoder layer, H = head); each row sums to 1 over its columns. "
-               "Bright cells show where that head looked while choosing this step's token.")
-    attention_charts(bundle, result, t)
+               "Bright cells show where that head looked while choosing this step's token. ← and → step "
+               "through the decode too.")
+    attention_charts(decode, source, bundle, result, t)
     decode_animation(bundle, result)
     view.sync_url()
 

@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import (
-    CATEGORY_AXIS, DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_SCALE, as_array, cell_size, check_labels,
-    display_piece, figure, masked_overlay, matrix_figure,
+    CATEGORY_AXIS, DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_COLORS, WEIGHT_SCALE, as_array, cell_size,
+    check_labels, display_piece, figure, masked_overlay, matrix_figure, matrix_spec,
 )
 
 WEIGHT_HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
@@ -137,21 +137,27 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
                   yaxis=yaxis)
 
 
-def step_attention_rows(weights, key_labels: list[str], title: str) -> go.Figure:
-    """One decoding step's attention, every head as a row: weights (layers, heads, keys) -> rows "L1 H3",
-    columns the keys (source tokens for cross-attention, the prefix for decoder self-attention)."""
+def step_attention_spec(weights, key_labels: list[str], title: str) -> dict:
+    """One decoding step's attention, every head as a row, as a spec of plain dicts (figure_spec): weights
+    (layers, heads, keys) -> rows "L1 H3", columns the keys (source tokens for cross-attention, the prefix for
+    decoder self-attention)."""
     w = as_array(weights, 3, "weights")
     layers, heads, k = w.shape
     x = check_labels(key_labels, k, "key labels")
     y = [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
-    heatmap = go.Heatmap(
-        z=w.reshape(layers * heads, k), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
-        xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+    heatmap = dict(
+        type="heatmap", z=w.reshape(layers * heads, k), x=x, y=y, colorscale=WEIGHT_COLORS, zmin=0, zmax=1,
+        colorbar=WEIGHT_BAR, xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
     )
     rules = [dict(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
                   line=dict(color="#222", width=2)) for i in range(1, layers)]  # a dark rule between layers
-    return matrix_figure([heatmap], title, y, x, col_px=int(np.clip(560 / k, 26, 48)),
-                         row_px=int(np.clip(480 / len(y), 16, 28)), shapes=rules)
+    return matrix_spec([heatmap], title, y, x, col_px=int(np.clip(560 / k, 26, 48)),
+                       row_px=int(np.clip(480 / len(y), 16, 28)), shapes=rules)
+
+
+def step_attention_rows(weights, key_labels: list[str], title: str) -> go.Figure:
+    """`step_attention_spec` as a figure."""
+    return go.Figure(step_attention_spec(weights, key_labels, title))
 
 
 def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str], title: str) -> go.Figure:

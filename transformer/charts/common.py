@@ -7,9 +7,11 @@ import html
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 # Attention weights always use this fixed 0..1 scale, so two heads' colours mean the same number.
 WEIGHT_SCALE = "Viridis"
+WEIGHT_COLORS = get_colorscale(WEIGHT_SCALE)  # the same as [position, colour] pairs, for specs of plain dicts
 DIVERGING_SCALE = "RdBu_r"  # signed values (scores, encodings): blue negative, red positive, white 0
 MASKED_COLOR = "#9a9a9a"
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=14, color="#222")
@@ -69,19 +71,26 @@ def check_labels(labels: list[str], size: int, name: str) -> list[str]:
     return list(labels)
 
 
-def figure(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
-           right: int = 10, **layout) -> go.Figure:
-    """A figure built in one call from its traces and its whole layout: the parts every chart shares (title
-    pinned to the top edge, fonts, white background, margins) plus the chart's own `layout` keys, as nested
-    dicts. Several times faster than `update_layout`/`update_xaxes`/`add_shape` calls on a made figure,
-    which validate their changes path by path (benchmarks/chart_speed.py); pages rebuild charts on every click."""
-    return go.Figure(data=traces, layout=dict(
+def figure_spec(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
+                right: int = 10, **layout) -> dict:
+    """A figure's data and whole layout as plain dicts: the parts every chart shares (title pinned to the top
+    edge, fonts, white background, margins) plus the chart's own `layout` keys. `go.Figure(spec)` is the
+    figure; a spec of plain traces (dicts) serialises for plotly.js with no plotly.py objects in between."""
+    return {"data": traces, "layout": dict(
         title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
                    pad=dict(t=14), font=dict(size=17)),
         font=FONT, height=int(height), width=int(width) if width else None,
         plot_bgcolor="white", paper_bgcolor="white",
         margin=dict(l=left, r=right, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **layout,
-    ))
+    )}
+
+
+def figure(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
+           right: int = 10, **layout) -> go.Figure:
+    """`figure_spec` as a figure, built in one call from its traces and its whole layout: several times faster
+    than `update_layout`/`update_xaxes`/`add_shape` calls on a made figure, which validate their changes path
+    by path (benchmarks/chart_speed.py); pages rebuild charts on every click."""
+    return go.Figure(figure_spec(traces, title, height, width, top, left, right, **layout))
 
 
 TITLE_LINE_PX = 22  # one more line of a chart's 17 px title
@@ -133,19 +142,26 @@ def _text_px(labels: list[str], size: int = 13) -> int:
     return int(0.62 * size * max((len(html.unescape(label)) for label in labels), default=1)) + 8
 
 
-def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
-                  row_px: int | None = None, **extra) -> go.Figure:
-    """A heatmap figure with keys along the top (flat when they fit a cell, else vertical), queries down the
-    side in token order (reversed y range: row 0 on top), every cell fully in view, sized to fit the labels."""
+def matrix_spec(traces: list, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
+                row_px: int | None = None, **extra) -> dict:
+    """A heatmap figure's spec (figure_spec) with keys along the top (flat when they fit a cell, else vertical),
+    queries down the side in token order (reversed y range: row 0 on top), every cell fully in view, sized to
+    fit the labels."""
     rows, cols, row_px = len(y_labels), len(x_labels), row_px or col_px
     flat = _text_px(x_labels) <= col_px
     top = 56 + (24 if flat else _text_px(x_labels))
     left = _text_px(y_labels) + 12
     axis = dict(CATEGORY_AXIS, showgrid=False, zeroline=False, tickfont=dict(size=13))
-    return figure(traces, title, height=rows * row_px + top + 16,
-                  width=cols * col_px + left + COLORBAR_PX, top=top, left=left,
-                  xaxis=dict(axis, side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5]),
-                  yaxis=dict(axis, range=[rows - 0.5, -0.5]), **extra)
+    return figure_spec(traces, title, height=rows * row_px + top + 16,
+                       width=cols * col_px + left + COLORBAR_PX, top=top, left=left,
+                       xaxis=dict(axis, side="top", tickangle=0 if flat else -90, range=[-0.5, cols - 0.5]),
+                       yaxis=dict(axis, range=[rows - 0.5, -0.5]), **extra)
+
+
+def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
+                  row_px: int | None = None, **extra) -> go.Figure:
+    """`matrix_spec` as a figure."""
+    return go.Figure(matrix_spec(traces, title, y_labels, x_labels, col_px, row_px, **extra))
 
 
 def masked_overlay(blocked: np.ndarray, x: list[str], y: list[str], label: str = "masked (-inf)") -> go.Heatmap:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import CATEGORY_AXIS, HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, panel_axes, side_by_side
+from .common import (
+    CATEGORY_AXIS, HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, figure_spec, panel_axes, side_by_side,
+)
 
 # metric key (as in headstats.head_stats) -> (panel title, on two lines to fit a 200 px panel, fixed colour range
 # or None for 0..max, colours).
@@ -36,10 +38,11 @@ def bar_text(value: float, scale: str) -> str:
     return f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"  # -0.00031, not -0.00
 
 
-def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "Next-token probabilities",
-             scale: str = "probability") -> go.Figure:
-    """Horizontal bars of the top-k next tokens, in the given order from the top; `chosen` highlighted.
-    `probs` holds the values on `scale` (see TOPK_SCALES): probabilities, log-probabilities or logits."""
+def topk_spec(pieces: list[str], probs, chosen: str | None = None, title: str = "Next-token probabilities",
+              scale: str = "probability") -> dict:
+    """Horizontal bars of the top-k next tokens, in the given order from the top; `chosen` highlighted; as a
+    spec of plain dicts (figure_spec). `probs` holds the values on `scale` (see TOPK_SCALES): probabilities,
+    log-probabilities or logits."""
     if scale not in TOPK_SCALES:
         raise ValueError(f"scale must be one of {', '.join(TOPK_SCALES)}, got {scale!r}")
     p = np.asarray(probs, dtype=np.float32)
@@ -48,9 +51,9 @@ def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "
     axis_title, name = TOPK_SCALES[scale]
     labels = [display_piece(piece) for piece in pieces]
     colors = [HIGHLIGHT if piece == chosen else MUTED for piece in pieces]
-    bars = go.Bar(
-        x=p, y=labels, orientation="h", marker=dict(color=colors), text=[bar_text(float(v), scale) for v in p],
-        textposition="outside", cliponaxis=False,
+    bars = dict(
+        type="bar", x=p, y=labels, orientation="h", marker=dict(color=colors),
+        text=[bar_text(float(v), scale) for v in p], textposition="outside", cliponaxis=False,
         hovertemplate=f"token %{{y}}<br>{name} %{{x:.4g}}<extra></extra>",
     )
     if scale == "probability":
@@ -61,9 +64,15 @@ def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "
         pad = 0.18 * max(hi - lo, 1e-6)
         xaxis = dict(range=[lo - (pad if lo < 0 else 0), hi + (pad if hi > 0 else 0)], zeroline=True,
                      zerolinecolor="#888")
-    return figure([bars], title, height=34 * len(p) + 130, showlegend=False, right=36,  # the labels' room, enlarged
-                  xaxis=dict(xaxis, title=dict(text=axis_title), gridcolor="#eee"),  # (presenter mode) included
-                  yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))
+    return figure_spec([bars], title, height=34 * len(p) + 130, showlegend=False, right=36,  # the labels' room,
+                       xaxis=dict(xaxis, title=dict(text=axis_title), gridcolor="#eee"),  # enlarged (presenter
+                       yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))  # mode) included
+
+
+def topk_bar(pieces: list[str], probs, chosen: str | None = None, title: str = "Next-token probabilities",
+             scale: str = "probability") -> go.Figure:
+    """`topk_spec` as a figure."""
+    return go.Figure(topk_spec(pieces, probs, chosen, title, scale))
 
 
 def head_stats_heatmap(stats: dict[str, np.ndarray], title: str) -> go.Figure:

@@ -1,0 +1,250 @@
+// Step through a decode in the browser (ui/step_player.py). One module, two roles, chosen by data.role:
+//   "player": the step controls, the token strips and the step's sentence; it owns the step, redraws its
+//             charts at once on a click or a key, then tells the server (the trigger "step", 1-based: an
+//             event, so a move to the step the server last heard of still reaches it).
+//   "chart":  one plotly chart with a figure for every step, redrawn in place (Plotly.react) when its player
+//             moves; the toolbar camera saves the step shown.
+// Players and charts meet on a channel; `version` names the decode they show, so a chart never draws a step
+// of another decode. Streamlit calls this function again whenever the element's data arrives anew (every
+// script run): state lives on the parent element, and the same data changes nothing. Streamlit may also call
+// the cleanup a call returns while the element is still shown (a call overtaken by newer data): listeners
+// therefore stay while the element is in the page, and go once it has left it.
+
+const SHOWN = (window.__apStepPlayers ??= {});  // channel -> {version, step}: what each player shows now
+const EVENT = "ap-step-player";
+const SERVER_DELAY_MS = 80;  // a burst of clicks or keys tells the server once, after this pause
+
+export default function (component) {
+  const { data, parentElement } = component;
+  const state = (parentElement.__apStepPlayer ??= {});
+  return data.role === "player" ? player(component, state) : chart(component, state);
+}
+
+// ---------------------------------------------------------------- player
+
+function player({ data, parentElement, setTriggerValue }, state) {
+  if (!state.root) build(parentElement, state);
+  state.data = data;
+  state.send = setTriggerValue;
+  if (state.version !== data.version) {  // a new decode (or first mount): start where the server says
+    state.version = data.version;
+    state.step = null;
+    state.root.querySelector("input").max = String(data.steps.length);
+    go(state, data.start, false);
+  }
+  if (!state.keys) {
+    state.keys = (event) => onKey(state, event);
+    document.addEventListener("keydown", state.keys);
+  }
+  return () => { if (!state.root.isConnected) stopKeys(state); };
+}
+
+function stopKeys(state) {
+  document.removeEventListener("keydown", state.keys);
+  state.keys = null;
+}
+
+const ICONS = {  // 24 x 24 outlines: |<  <  >  >|
+  first: "M7 6v12M17 6l-6 6 6 6",
+  prev: "M15 6l-6 6 6 6",
+  next: "M9 6l6 6-6 6",
+  last: "M17 6v12M7 6l6 6-6 6",
+};
+const TITLES = { first: "First step", prev: "Previous step (←)", next: "Next step (→)", last: "Last step" };
+
+function button(name) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "ap-step-button";
+  b.dataset.go = name;
+  b.title = TITLES[name];
+  b.setAttribute("aria-label", TITLES[name]);
+  b.innerHTML = `<svg viewBox="0 0 24 24" width="20" height="20" fill="none" stroke="currentColor"
+    stroke-width="2.2" stroke-linecap="round" stroke-linejoin="round"><path d="${ICONS[name]}"/></svg>`;
+  return b;
+}
+
+function build(parentElement, state) {
+  const root = document.createElement("div");
+  root.className = "ap-player";
+  root.dataset.apPlayer = "";
+  const controls = document.createElement("div");
+  controls.className = "ap-controls";
+  const slider = document.createElement("label");
+  slider.className = "ap-slider";
+  slider.innerHTML = '<span class="ap-slider-label"></span><input type="range" min="1" step="1">';
+  controls.append(button("first"), button("prev"), slider, button("next"), button("last"));
+  const strips = document.createElement("div");
+  strips.className = "ap-strips";
+  const caption = document.createElement("div");
+  caption.className = "ap-caption";
+  const sentence = document.createElement("div");
+  sentence.className = "ap-sentence";
+  root.append(controls, strips, caption, sentence);
+  parentElement.appendChild(root);
+  state.root = root;
+
+  const target = { first: () => 0, prev: () => state.step - 1, next: () => state.step + 1,
+                   last: () => state.data.steps.length - 1 };
+  controls.addEventListener("click", (event) => {
+    const b = event.target.closest("button[data-go]");
+    if (b) go(state, target[b.dataset.go](), true);
+  });
+  const range = slider.querySelector("input");
+  range.addEventListener("input", () => go(state, Number(range.value) - 1, true));
+}
+
+function onKey(state, event) {
+  // ← and → anywhere on the page but in a widget that uses them; Home and End within the player only (elsewhere
+  // they scroll the page)
+  if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey) return;
+  if (!state.root.isConnected) return stopKeys(state);  // its page has gone
+  if (!state.root.offsetParent) return;  // hidden
+  const focus = document.activeElement;
+  const inside = state.root.contains(focus);
+  const busy = focus && (focus.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(focus.tagName) ||
+                         focus.getAttribute("role") === "slider");
+  if (busy && !inside) return;  // the keys belong to that widget
+  const last = state.data.steps.length - 1;
+  const moves = { ArrowLeft: state.step - 1, ArrowRight: state.step + 1, ...(inside ? { Home: 0, End: last } : {}) };
+  if (!(event.key in moves)) return;
+  event.preventDefault();
+  go(state, Math.min(Math.max(moves[event.key], 0), last), true);
+}
+
+function go(state, step, fromUser) {
+  const steps = state.data.steps;
+  if (step < 0 || step >= steps.length || step === state.step) return;
+  state.step = step;
+  show(state);
+  SHOWN[state.data.channel] = { version: state.version, step };
+  window.dispatchEvent(new CustomEvent(EVENT, { detail: { channel: state.data.channel, version: state.version,
+                                                          step } }));
+  if (fromUser) tellServer(state);
+}
+
+function tellServer(state) {
+  // after the charts are painted (the next frame), and once for a burst of moves
+  clearTimeout(state.timer);
+  state.timer = setTimeout(() => state.send("step", state.step + 1), SERVER_DELAY_MS);
+}
+
+function show(state) {
+  const { data, step, root } = state;
+  const n = data.steps.length;
+  const range = root.querySelector("input");
+  range.value = String(step + 1);
+  range.disabled = n < 2;
+  root.querySelector(".ap-slider-label").textContent = `Step ${step + 1} of ${n}`;
+  for (const b of root.querySelectorAll("button[data-go]")) {
+    b.disabled = (b.dataset.go === "first" || b.dataset.go === "prev") ? step === 0 : step === n - 1;
+  }
+  root.dataset.step = String(step + 1);
+  root.querySelector(".ap-strips").replaceChildren(
+    strip(data.labels[0], data.source.map((chip) => [chip, "plain"])),
+    strip(data.labels[1], [[data.start_chip, "plain"],
+                                ...data.steps.map((s, i) => [s.chip, i < step ? "plain" : i === step ? "chosen" : "future"])]),
+  );
+  root.querySelector(".ap-caption").innerHTML = data.steps[step].caption;  // built and escaped by the server
+  root.querySelector(".ap-sentence").innerHTML = data.steps[step].sentence;
+}
+
+function strip(label, chips) {
+  const row = document.createElement("div");
+  row.className = "ap-strip";
+  const name = document.createElement("span");
+  name.className = "ap-strip-label";
+  name.textContent = label;
+  row.appendChild(name);
+  for (const [chip, style] of chips) {
+    const span = document.createElement("span");
+    span.className = `ap-chip ap-chip-${style}${chip.forced ? " ap-chip-forced" : ""}`;
+    span.textContent = (chip.forced ? "⚑ " : "") + chip.text;
+    span.title = chip.tip + (style === "chosen" ? ": chosen now" : "");
+    row.appendChild(span);
+  }
+  return row;
+}
+
+// ---------------------------------------------------------------- chart
+
+function chart({ data, parentElement }, state) {
+  if (!state.div) {
+    state.div = document.createElement("div");
+    state.div.className = "ap-chart";
+    state.div.dataset.apChart = data.kind;
+    parentElement.appendChild(state.div);
+    state.follow = (event) => {
+      if (!state.div.isConnected) return stop(state);
+      const { channel, version, step } = event.detail;
+      if (channel === state.data.channel && version === state.data.version) draw(state, step);
+    };
+    window.addEventListener(EVENT, state.follow);
+    state.resize = new ResizeObserver(() => {
+      if (state.drawn !== undefined && window.Plotly) window.Plotly.Plots.resize(state.div);
+    });
+    state.resize.observe(parentElement);
+  }
+  const config = JSON.stringify(data.config);
+  if (state.figuresId !== data.figures_id || state.configText !== config) {  // new figures: draw them anew
+    state.figuresId = data.figures_id;
+    state.configText = config;
+    state.drawn = undefined;
+  }
+  state.data = data;
+  const shown = SHOWN[data.channel];
+  if (shown && shown.version === data.version) draw(state, shown.step);
+  return () => { if (!state.div.isConnected) stop(state); };
+}
+
+function stop(state) {
+  window.removeEventListener(EVENT, state.follow);
+  state.resize.disconnect();
+  if (window.Plotly) window.Plotly.purge(state.div);
+}
+
+function draw(state, step) {
+  if (state.drawn === step) return;
+  const Plotly = window.Plotly;
+  if (!Plotly) {  // the chart code is still loading (ui/preload.py asked for it): try again shortly
+    clearTimeout(state.retry);
+    state.waited = (state.waited ?? 0) + 1;
+    if (state.waited === 200) state.div.textContent = "The chart code has not loaded yet: reload the page if this stays.";
+    state.retry = setTimeout(() => draw(state, step), 50);
+    return;
+  }
+  if (state.waited) {  // before the first drawing only: clear the note
+    state.div.textContent = "";
+    state.waited = 0;
+  }
+  const { data } = state;
+  const figure = data.figures[step];
+  const layout = { ...figure.layout, template: data.template, autosize: true };
+  if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` };  // as Streamlit sets them
+  delete layout.width;  // the column's width, as st.plotly_chart's width="stretch"
+  const first = state.drawn === undefined;
+  state.drawn = step;
+  state.div.dataset.apStep = "";
+  const config = first ? toolbar(state) : state.config;
+  state.config = config;
+  const paint = first ? Plotly.newPlot(state.div, figure.data, layout, config)
+                      : Plotly.react(state.div, figure.data, layout, config);
+  paint.then(() => { if (state.drawn === step) state.div.dataset.apStep = String(step + 1); });
+}
+
+function toolbar(state) {
+  // The camera saves the step shown under its own file name: one button of ours instead of plotly's, so
+  // the config (whose change would make Plotly.react draw the chart from scratch) stays the same.
+  const { format, scale } = state.data.config;
+  return {
+    displaylogo: false, responsive: true,
+    modeBarButtonsToRemove: ["toImage"],
+    modeBarButtonsToAdd: [{
+      name: "download", title: `Download plot as a ${format}`, icon: window.Plotly.Icons.camera,
+      click: (gd) => window.Plotly.downloadImage(gd, {
+        format, scale, filename: state.data.filenames[state.drawn],
+        width: gd._fullLayout.width, height: gd._fullLayout.height,
+      }),
+    }],
+  };
+}

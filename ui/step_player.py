@@ -1,0 +1,85 @@
+"""Stepping through a decode in the browser: every step's charts reach the page once per decode, and a step
+click or key redraws them in place at once (Plotly.react, no script run first); the server hears of the new
+step afterwards, and its run updates only what it draws itself (the force panel, the numbers as CSV, the URL).
+
+A player (step buttons, slider, arrow keys, the token strips and the step's sentence) and the charts that follow
+it meet on a channel; `version` names the decode they show. Both are one st.components.v2 component whose
+JavaScript is step_player.js. The charts are drawn with the plotly.js of Streamlit's own chart element
+(ui/preload.py has the browser load it) in Streamlit's chart look (ui/chart_look.py), as st.plotly_chart draws
+the app's other charts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.json import to_json_plotly
+import streamlit as st
+
+from .chart_look import STREAMLIT_LOOK
+
+CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"
+        "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.05rem;line-height:1.7;")
+CHIP_STYLES = {
+    "plain": "background:#eef1f6;border:1px solid #c9d1e0;color:#222;",
+    "chosen": "background:#E69F00;border:2px solid #8a5a00;color:#000;font-weight:700;",
+    "future": "background:#fff;border:1px dashed #c4c4c4;color:#9a9a9a;",
+    "differs": "background:#fde8dc;border:1px solid #D55E00;color:#222;",
+}
+FORCED_RING = "box-shadow:0 0 0 2px #D55E00;"  # added to any chip whose token was forced
+
+HERE = Path(__file__).parent
+# The chips' looks are the ones the page's own chip rows use (pages/explore/decode.py), as classes.
+CSS = "\n".join([(HERE / "step_player.css").read_text(), f".ap-chip {{ {CHIP} }}",
+                 *(f".ap-chip-{name} {{ {style} }}" for name, style in CHIP_STYLES.items()),
+                 f".ap-chip-forced {{ {FORCED_RING} }}"])
+
+_component = st.components.v2.component("ap_step_player", js=(HERE / "step_player.js").read_text(), css=CSS,
+                                        isolate_styles=False)
+
+
+def version(*parts) -> str:
+    """A short name for what a player and its charts show (the decode, the settings its charts depend on)."""
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
+
+
+def chip(text: str, tip: str, forced: bool = False) -> dict:
+    """One token chip of a strip: its text (shown as text, never as HTML), hover tip, forced or not."""
+    return {"text": text, "tip": tip, "forced": forced}
+
+
+def player(key: str, channel: str, decode: str, start: int, labels: tuple[str, str], source: list[dict],
+           first: dict, steps: list[dict], on_step: Callable[[int], None]) -> None:
+    """The step controls over `steps` (each {"chip", "caption", "sentence"}: the decoder chip it writes, and
+    its caption and sentence as HTML the server has escaped), showing step `start` (0-based) of the decode
+    named `decode`. `labels` name the source and decoder strips; `source` holds the source chips, `first` the
+    decoder's start token. A step the learner moves to reaches `on_step(step)` (0-based) afterwards."""
+    data = {"role": "player", "channel": channel, "version": decode, "start": start, "labels": list(labels),
+            "source": source, "start_chip": first, "steps": steps}
+    _component(key=key, data=data, on_step_change=lambda: on_step(st.session_state[key]["step"] - 1))
+
+
+def figure_json(fig: go.Figure | dict) -> dict:
+    """A figure, or a spec of plain dicts (charts.*_spec), as plotly.js takes it. A spec goes straight to JSON
+    (no plotly.py objects: ~10x cheaper, and a decode sends every step's charts); a figure loses plotly.py's
+    default template."""
+    if isinstance(fig, dict):
+        return json.loads(to_json_plotly(fig))
+    spec = json.loads(pio.to_json(fig))
+    spec["layout"].pop("template", None)
+    return spec
+
+
+def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], filenames: list[str], fmt: str,
+          look: tuple = (), scale: float = 2) -> None:
+    """A chart that shows `figures[step]` (figure_json specs) for the step its channel's player shows, in the
+    decode named `decode`; `look` names whatever else the figures depend on (a scale, presenter mode), so new
+    figures are drawn anew. Its toolbar camera saves `filenames[step].fmt` at `scale`."""
+    data = {"role": "chart", "channel": channel, "version": decode, "figures_id": version(decode, kind, look),
+            "kind": kind, "figures": figures, "filenames": filenames, "config": {"format": fmt, "scale": scale},
+            "template": STREAMLIT_LOOK}
+    _component(key=key, data=data)
