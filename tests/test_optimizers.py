@@ -1,13 +1,18 @@
 """TrainConfig.optimizer: adam, adamw and muon (Muon for the hidden matrices, Adam for the rest) are
-deterministic for a seed and lower the loss; muon splits the parameters as documented."""
+deterministic for a seed and lower the loss; muon splits the parameters as documented. Adam's betas, the
+cosine schedule and ModelConfig.init "identity" do what they say."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 from torch import nn
 
-from transformer.training import BatchedMuon, TrainConfig, Trainer, muon_parameters
+from transformer.config import ConfigError, ModelConfig
+from transformer.model import IDENTITY_EMBED_SCALE, EncoderDecoder
+from transformer.training import FINAL_LR_FRACTION, BatchedMuon, TrainConfig, Trainer, muon_parameters, warmup_decay
 
 MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32, "qk_norm": True}
 
@@ -79,3 +84,78 @@ def test_both_rates_follow_the_schedule():
 def test_bad_optimizer_settings_are_refused(bad):
     with pytest.raises(ValueError):
         config(**bad).validate()
+
+
+# -- Adam's decay rates, the cosine schedule and the identity init (the reverse recipe of benchmarks/train_reverse.py)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_adams_betas_reach_the_adam_part(optimizer):
+    trainer = Trainer(config(optimizer=optimizer, beta1=0.8, beta2=0.95), MODEL)
+    assert trainer.optimizers[0].param_groups[0]["betas"] == (0.8, 0.95)
+    assert Trainer(config(), MODEL).optimizer.param_groups[0]["betas"] == (0.9, 0.98)  # the library's default
+
+
+def test_the_cosine_schedule_falls_along_half_a_cosine_to_the_floor():
+    floor = FINAL_LR_FRACTION
+    cosine, linear = warmup_decay(10, 30, "cosine"), warmup_decay(10, 30, "linear")
+    assert [cosine(s) for s in range(10)] == [linear(s) for s in range(10)] == [(s + 1) / 10 for s in range(10)]
+    assert cosine(10) == linear(10) == pytest.approx(1.0)
+    assert cosine(20) == linear(20) == pytest.approx(floor + (1 - floor) / 2)  # the middle of the fall
+    assert cosine(15) == pytest.approx(floor + (1 - floor) * (1 + math.cos(math.pi / 4)) / 2)
+    assert cosine(25) == pytest.approx(floor + (1 - floor) * (1 + math.cos(3 * math.pi / 4)) / 2)
+    assert cosine(15) > linear(15) and cosine(25) < linear(25)  # high for longer, a softer landing
+    assert [cosine(s) for s in (30, 31, 100)] == pytest.approx([floor] * 3)
+    trainer = Trainer(config(schedule="cosine", warmup=2, steps=6), MODEL)
+    rates = []
+    for _ in range(8):
+        rates.append(trainer.optimizer.param_groups[0]["lr"] / trainer.config.lr)
+        trainer.step()
+    assert rates == pytest.approx([warmup_decay(2, 6, "cosine")(s) for s in range(8)])
+
+
+def test_the_identity_init_zeroes_every_branch_output_and_shrinks_the_embeddings():
+    shape = dict(src_vocab=12, tgt_vocab=12, n_enc_layers=2, n_dec_layers=2, d_model=16, n_heads=2, d_ff=32)
+    torch.manual_seed(5)
+    xavier = EncoderDecoder(ModelConfig(**shape))
+    torch.manual_seed(5)
+    identity = EncoderDecoder(ModelConfig(**shape, init="identity"))
+    ours, theirs = identity.state_dict(), xavier.state_dict()
+    outputs = [k for k in ours if k.endswith(("out_proj.weight", "feed_forward.net.3.weight"))]
+    assert len(outputs) == 2 * 2 + 2 * 3  # encoder layers: self-attention and FFN; decoder: two attentions and FFN
+    embeddings = ["src_embed.tokens.weight", "tgt_embed.tokens.weight"]
+    for name, value in ours.items():
+        if name in outputs:
+            assert not value.any(), name
+        elif name in embeddings:
+            assert torch.equal(value, theirs[name] * IDENTITY_EMBED_SCALE), name
+        else:
+            assert torch.equal(value, theirs[name]), name  # everything else as Xavier made it
+    # a layer adds only its branches' output biases to what it reads
+    layer, x = identity.encoder.layers[0], torch.randn(3, 5, 16)
+    bias = layer.self_attn.out_proj.bias + layer.feed_forward.net[3].bias
+    torch.testing.assert_close(layer(x, None), x + bias)
+
+
+def test_a_run_with_the_identity_init_is_deterministic_and_learns():
+    def run(seed):
+        trainer = Trainer(config(seed=seed, beta1=0.8, beta2=0.95, schedule="cosine", label_smoothing=0.05),
+                          {**MODEL, "init": "identity"})
+        return trainer, [trainer.step() for _ in range(70)]
+
+    trainer, losses = run(3)
+    assert losses == run(3)[1] and losses != run(4)[1]
+    assert sum(losses[-5:]) < 0.7 * sum(losses[:5])
+    assert trainer.bundle().config.init == "identity"
+
+
+@pytest.mark.parametrize("bad", [{"beta1": 1.0}, {"beta2": -0.1}, {"beta1": float("nan")}, {"schedule": "step"},
+                                 {"schedule": None}])
+def test_bad_betas_and_schedules_are_refused(bad):
+    with pytest.raises(ValueError):
+        config(**bad).validate()
+
+
+def test_an_unknown_init_is_refused():
+    with pytest.raises(ConfigError, match="init must be one of"):
+        ModelConfig(src_vocab=8, tgt_vocab=8, init="zeros")

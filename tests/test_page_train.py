@@ -623,7 +623,8 @@ def shown_settings(at) -> dict:
     """Every setting the page's widgets show, by prop name."""
     shown = {name: at.number_input(key=key(name)).value
              for name in (*MODEL_FIELDS, *TRAIN_FIELDS, *task_defaults(at.selectbox(key=key("task")).value))}
-    shown.update({name: at.selectbox(key=key(name)).value for name in ("task", "norm", "positional", "optimizer")})
+    shown.update({name: at.selectbox(key=key(name)).value
+                  for name in ("task", "norm", "positional", "optimizer", "init", "schedule")})
     shown["muon_lr"] = at.number_input(key=key("muon_lr")).value
     shown["qk_norm"] = at.toggle(key=key("qk_norm")).value
     shown["stop_early"] = at.checkbox(key=key("stop_early")).value
@@ -636,8 +637,9 @@ def test_settings_and_view_values_convert_both_ways():
         params = {name: PARAM_FIELDS[name].hi if "max" in name else PARAM_FIELDS[name].lo
                   for name in task_defaults(task)}
         train = TrainConfig(task=task, task_params=params, lr=0.0012345, seed=7, steps=50, label_smoothing=0.1,
-                            device="cpu", optimizer="muon", muon_lr=0.0301)
-        settings = RunSettings(train, {**MODEL_DEFAULTS_ALL, "n_heads": 2, "norm": "post", "qk_norm": True}, None)
+                            device="cpu", optimizer="muon", muon_lr=0.0301, schedule="cosine", beta1=0.8, beta2=0.95)
+        settings = RunSettings(train, {**MODEL_DEFAULTS_ALL, "n_heads": 2, "norm": "post", "qk_norm": True,
+                                       "init": "identity"}, None)
         assert settings_of(values_of(settings)) == settings
     for prop in TRAIN.props:  # the table's defaults are the library's
         if prop.name in MODEL_DEFAULTS_ALL:
@@ -672,6 +674,25 @@ def test_changes_go_into_the_url_and_the_link_restores_them(train_page):
     assert shown_settings(again) == shown_settings(at)
     assert dict(again.query_params) == query
     np.testing.assert_array_equal(probe_chart(again)[1], probe_chart(at)[1])  # the same untrained weights
+
+
+def test_initial_weights_decay_and_betas_are_settings_like_the_others(train_page):
+    at = train_page()
+    init = "xavier" if at.selectbox(key=key("init")).value == "identity" else "identity"  # not the preset's
+    schedule = "linear" if at.selectbox(key=key("schedule")).value == "cosine" else "cosine"
+    at.selectbox(key=key("init")).set_value(init)
+    at.selectbox(key=key("schedule")).set_value(schedule)
+    at.number_input(key=key("beta1")).set_value(0.85).run()
+    assert not at.exception and not at.error
+    query = dict(at.query_params)
+    assert {name: query[name] for name in ("init", "schedule", "beta1")} == {
+        "init": init, "schedule": schedule, "beta1": "0.85"}
+    summary = next(c.value for c in at.caption if c.value.startswith("**Model:**"))
+    assert f"{schedule} decay" in summary and "β 0.85, " in summary
+    assert ("identity init" in summary) == (init == "identity")
+    again = linked(query)
+    assert not again.exception and not again.warning and shown_settings(again) == shown_settings(at)
+    np.testing.assert_array_equal(probe_chart(again)[1], probe_chart(at)[1])  # the same initial weights
 
 
 def test_the_link_of_a_run_retrains_the_same_model(train_page):
@@ -716,6 +737,7 @@ HOSTILE = [  # (query, the URL the page shows after it: the default view, bar wh
     ({"unknown": "1"}, {}), ({"step_count": "5"}, {}), ({"snapshot": "3"}, {}), ({"model": "copy"}, {}),
     ({"device": "tpu"}, {}), ({"device": "CUDA"}, {}), ({"optimizer": "sgd"}, {}), ({"qk_norm": "yes"}, {}),
     ({"muon_lr": "5"}, {}), ({"task": "addition", "optimizer": "lion"}, {"task": "addition"}),
+    ({"init": "zeros"}, {}), ({"schedule": "step"}, {}), ({"beta1": "1"}, {}), ({"beta2": "nan"}, {}),
 ]
 
 

@@ -1,11 +1,13 @@
 """Per-task presets exist and validate; the CLI takes a task's preset only when no shape or recipe flag is
-given; the new flags (--qk-norm, --optimizer muon, --muon-lr) reach the run and bad values exit 2."""
+given; the new flags (--qk-norm, --optimizer muon, --muon-lr, --init, --schedule, --beta1, --beta2) reach the
+run and bad values exit 2."""
 
 from __future__ import annotations
 
 import pytest
 
 from transformer.budget import run_estimate
+from transformer.checkpoints import load_bundle
 from transformer.cli import build_parser, main, train_settings
 from transformer.presets import PRESETS, preset
 from transformer.tasks import TASKS
@@ -56,10 +58,24 @@ def test_a_shape_or_recipe_flag_replaces_the_preset(flags, model, recipe):
 def test_new_flags_reach_the_configs():
     train, model, _ = settings("--task", "copy", "--qk-norm", "on", "--optimizer", "muon", "--muon-lr", "0.05")
     assert model == {"qk_norm": True} and (train["optimizer"], train["muon_lr"]) == ("muon", 0.05)
+    train, model, _ = settings("--task", "copy", "--init", "identity", "--schedule", "cosine", "--beta1", "0.8",
+                               "--beta2", "0.95")
+    assert model == {"init": "identity"}
+    assert (train["schedule"], train["beta1"], train["beta2"]) == ("cosine", 0.8, 0.95)
+
+
+def test_a_trained_checkpoint_records_the_init_and_the_recipe(tmp_path):
+    out = tmp_path / "copy.safetensors"
+    assert main(["train", "--task", "copy", "--steps", "3", "--d-model", "16", "--heads", "2", "--d-ff", "32",
+                 "--init", "identity", "--schedule", "cosine", "--beta1", "0.8", "--out", str(out)]) == 0
+    bundle = load_bundle(out)
+    assert bundle.config.init == "identity"
+    assert (bundle.card["train"]["schedule"], bundle.card["train"]["beta1"]) == ("cosine", 0.8)
 
 
 @pytest.mark.parametrize("flags", [["--qk-norm", "maybe"], ["--optimizer", "sgd"], ["--muon-lr", "-1"],
-                                   ["--muon-lr", "nan"], ["--muon-lr", "fast"]])
+                                   ["--muon-lr", "nan"], ["--muon-lr", "fast"], ["--init", "zeros"],
+                                   ["--schedule", "step"], ["--beta1", "1"], ["--beta2", "-0.5"]])
 def test_bad_values_exit_2_with_one_line(flags, tmp_path, capsys):
     out = tmp_path / "x.safetensors"
     try:

@@ -37,7 +37,7 @@ from .ablation import MODES, Head, ablated, check_heads, exact_match, head_means
 from .budget import evaluation_estimate, run_estimate
 from .bundle import ModelBundle
 from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
-from .config import NORMS, POSITIONALS, ModelConfig
+from .config import INITS, NORMS, POSITIONALS, ModelConfig
 from .decoding import beam_search, check_decode_budget, greedy_decode
 from .devices import DEVICES, resolve_device
 from .sampling import SampleSettings, sample
@@ -47,7 +47,7 @@ from .lengths import evaluate_lengths, parse_lengths
 from .presets import PRESETS
 from .tasks import TASKS, CustomTask
 from .tasks.custom import TOKENIZATIONS, parse_pairs, read_data_file
-from .training import MODEL_DEFAULTS, OPTIMIZERS, TrainConfig, Trainer
+from .training import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, TrainConfig, Trainer
 
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 BAR_WIDTH = 20
@@ -66,13 +66,17 @@ MODEL_OPTIONS = {
     "--norm": ("norm", str, f"residual norm placement: {', '.join(NORMS)}"),
     "--positional": ("positional", str, f"positional encoding: {', '.join(POSITIONALS)}"),
     "--qk-norm": ("qk_norm", "on_off", "RMS-normalise each head's queries and keys: on or off"),
+    "--init": ("init", str, f"initial weights: {', '.join(INITS)} (identity: zero branch outputs, small embeddings)"),
 }
 TRAIN_OPTIONS = {
     "--lr": ("lr", float, "peak learning rate"),
     "--warmup": ("warmup", int, "warmup steps"),
+    "--schedule": ("schedule", str, f"learning-rate decay after the warmup: {', '.join(SCHEDULES)}"),
     "--batch-size": ("batch_size", int, "sequences per step"),
     "--optimizer": ("optimizer", str, f"one of {', '.join(OPTIMIZERS)} (muon: Muon for the layer matrices + Adam)"),
     "--muon-lr": ("muon_lr", float, "peak learning rate of Muon's matrices (--optimizer muon)"),
+    "--beta1": ("beta1", float, "Adam's first-moment decay rate"),
+    "--beta2": ("beta2", float, "Adam's second-moment decay rate"),
     "--weight-decay": ("weight_decay", float, "weight decay"),
     "--label-smoothing": ("label_smoothing", float, "label smoothing"),
     "--clip": ("clip", float, "gradient-norm clip (0: off)"),

@@ -6,6 +6,10 @@ from dataclasses import asdict, dataclass, fields
 
 NORMS = ("pre", "post")
 POSITIONALS = ("sinusoidal", "learned", "none", "rope", "alibi")  # rope, alibi: inside self-attention
+# Initial weights: Xavier-uniform everywhere (the Annotated Transformer's), or "identity": the same, then every
+# residual branch's output weights zeroed (each layer starts as the identity but for its output biases) and the
+# token embeddings at a quarter of their scale (transformer.model.IDENTITY_EMBED_SCALE)
+INITS = ("xavier", "identity")
 
 # Inclusive bounds for every numeric field. They keep an untrusted checkpoint or an absurd form input
 # from allocating gigabytes: the largest model they allow is still a few hundred MB.
@@ -57,6 +61,7 @@ class ModelConfig:
     positional: str = "sinusoidal"
     max_len: int = 64
     qk_norm: bool = False  # RMS-normalise each head's queries and keys (learned scale) before their dot product
+    init: str = "xavier"  # one of INITS; only the weights a model is built with (a checkpoint keeps it as a record)
 
     def __post_init__(self) -> None:
         check_bounds(self, BOUNDS)
@@ -66,6 +71,8 @@ class ModelConfig:
             raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.positional not in POSITIONALS:
             raise ConfigError(f"positional must be one of {POSITIONALS}, got {self.positional!r}")
+        if self.init not in INITS:
+            raise ConfigError(f"init must be one of {INITS}, got {self.init!r}")
         if self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.positional == "rope" and self.d_head % 2:

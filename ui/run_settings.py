@@ -20,7 +20,8 @@ from transformer.training import MODEL_DEFAULTS, TrainConfig
 TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
 MODEL_DEFAULTS_ALL: dict[str, Any] = {
     **MODEL_DEFAULTS,
-    **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ("norm", "positional", "qk_norm")},
+    **{f.name: f.default for f in dataclasses.fields(ModelConfig)
+       if f.name in ("norm", "positional", "qk_norm", "init")},
 }
 TRAIN_DEFAULTS = TrainConfig()
 NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}
@@ -28,6 +29,8 @@ POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "
                      "rope": "RoPE (rotary, in attention)", "alibi": "ALiBi (distance bias, in attention)"}
 DEVICE_LABELS = {"auto": "Auto (the GPU when there is one)", "cpu": "CPU", "cuda": "GPU (CUDA)"}
 OPTIMIZER_LABELS = {"adam": "Adam", "muon": "Muon + Adam"}  # the page's choices (TrainConfig)
+INIT_LABELS = {"xavier": "Xavier (the paper's)", "identity": "Identity layers, small embeddings"}
+SCHEDULE_LABELS = {"linear": "Linear decay", "cosine": "Cosine decay"}
 
 
 def task_defaults(task: str) -> dict[str, int]:
@@ -122,10 +125,12 @@ def largest_batch(settings: RunSettings, ceiling: int) -> int | None:
 
 
 def optimizer_text(train: TrainConfig) -> str:
-    """e.g. "Adam, learning rate 0.007" or "Muon lr 0.04 + Adam lr 0.007"."""
-    if train.optimizer == "muon":
-        return f"Muon lr {train.muon_lr:g} + Adam lr {train.lr:g}"
-    return f"{train.optimizer.capitalize()}, learning rate {train.lr:g}"
+    """e.g. "Adam, learning rate 0.007" or "Muon lr 0.04 + Adam lr 0.007 (β 0.8, 0.95)", then the decay."""
+    betas = "" if (train.beta1, train.beta2) == (TRAIN_DEFAULTS.beta1, TRAIN_DEFAULTS.beta2) else \
+        f" (β {train.beta1:g}, {train.beta2:g})"
+    text = f"Muon lr {train.muon_lr:g} + Adam lr {train.lr:g}" if train.optimizer == "muon" else \
+        f"{train.optimizer.capitalize()}, learning rate {train.lr:g}"
+    return f"{text}{betas}, {train.schedule} decay"
 
 
 def settings_summary(settings: RunSettings) -> str:
@@ -135,6 +140,7 @@ def settings_summary(settings: RunSettings) -> str:
     device = f", on the {DEVICE_LABELS[t.device].split(' (')[0]}" if t.device != "auto" else ""
     return (f"**Model:** {m['n_enc_layers']} encoder + {m['n_dec_layers']} decoder layer(s), {m['n_heads']} heads, "
             f"d_model {m['d_model']}, d_ff {m['d_ff']}, dropout {m['dropout']:g}, {m['norm']}-norm, "
-            f"{POSITIONAL_LABELS[m['positional']].lower()} positions{', qk-norm' if m.get('qk_norm') else ''} · "
+            f"{POSITIONAL_LABELS[m['positional']].lower()} positions{', qk-norm' if m.get('qk_norm') else ''}"
+            f"{', identity init' if m.get('init') == 'identity' else ''} · "
             f"**Training:** {optimizer_text(t)} (warm-up {t.warmup}), batch {t.batch_size}, up to {t.steps:,} steps, "
             f"label smoothing {t.label_smoothing:g}, seed {t.seed}{stop}{device}")

@@ -11,8 +11,9 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import animations, display, runs
 from ui import model_registry as registry
 from ui.run_settings import (
-    DEVICE_LABELS, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, TRAIN_DEFAULTS, RunSettings, largest_batch,
-    model_problem, settings_problem, settings_summary, task_class, task_defaults, task_problem,
+    DEVICE_LABELS, INIT_LABELS, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS, TRAIN_DEFAULTS,
+    RunSettings, largest_batch, model_problem, settings_problem, settings_summary, task_class, task_defaults,
+    task_problem,
 )
 from ui.state import View
 from ui.tables.train import (
@@ -180,12 +181,20 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
         with pos_col:
             view.widget("positional", st.selectbox, "Positional encoding", list(POSITIONAL_LABELS),
                         format_func=POSITIONAL_LABELS.get, disabled=locked)
-        view.widget("qk_norm", st.toggle, "qk-norm", disabled=locked,
-                    help="RMS-normalise each head's queries and keys before their dot product (the attention "
-                    "shown is of the normalised ones): steadier training at higher learning rates.")
+        qk_col, init_col = st.columns(2, vertical_alignment="bottom")
+        with qk_col:
+            view.widget("qk_norm", st.toggle, "qk-norm", disabled=locked,
+                        help="RMS-normalise each head's queries and keys before their dot product (the attention "
+                        "shown is of the normalised ones): steadier training at higher learning rates.")
+        with init_col:
+            view.widget("init", st.selectbox, "Initial weights", list(INIT_LABELS), format_func=INIT_LABELS.get,
+                        disabled=locked, help="Identity: the output weights of every attention and feed-forward "
+                        "branch start at zero, so each layer starts by passing its input on (plus a bias), and the "
+                        "token embeddings start small. Reverse learns from about a quarter of the examples Xavier "
+                        "needs.")
     with train_col, section("Training settings", ":material/tune:", nested=locked):
         grid(view, TRAIN_FIELDS, locked)
-        opt_col, muon_col = st.columns(2)
+        opt_col, muon_col, schedule_col = st.columns(3)
         with opt_col:
             optimizer = view.widget("optimizer", st.selectbox, "Optimizer", list(OPTIMIZER_LABELS),
                                     format_func=OPTIMIZER_LABELS.get, disabled=locked,
@@ -193,6 +202,11 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
                                     "(torch.optim.Muon); Adam trains everything else.")
         with muon_col:
             number(view, MUON_LR, locked or optimizer != "muon")
+        with schedule_col:
+            view.widget("schedule", st.selectbox, "Learning-rate decay", list(SCHEDULE_LABELS),
+                        format_func=SCHEDULE_LABELS.get, disabled=locked,
+                        help="After the warm-up the learning rate falls to 2% of its peak by the last step: along a "
+                        "line, or half a cosine (high for longer, a softer landing).")
         view.widget("stop_early", st.checkbox, f"Stop once held-out exact match reaches {stop_target(task):.0%}",
                     disabled=locked, help=f"Checked every {TRAIN_DEFAULTS.eval_every} steps on "
                     f"{TRAIN_DEFAULTS.eval_samples} held-out inputs, confirmed on {TRAIN_DEFAULTS.confirm_samples}.")

@@ -24,8 +24,8 @@ from transformer.presets import PRESETS
 from transformer.tasks import TASKS, CustomTask
 from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, TOKENIZATIONS
 from ui.run_settings import (
-    MODEL_DEFAULTS_ALL, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, TARGET_EXACT_MATCH, TRAIN_DEFAULTS,
-    RunSettings, task_defaults,
+    INIT_LABELS, MODEL_DEFAULTS_ALL, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS,
+    TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, task_defaults,
 )
 from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
 from ui.tables.shared import PRESENTER
@@ -123,6 +123,10 @@ TRAIN_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p if p.name == "se
                  fmt="%.2f", help="Probability mass spread over wrong tokens in the loss."),
     IntSetting("seed", _T["seed"], lo=0, hi=2**31 - 1, label="Seed",
                help="Seeds the weights and the training batches."),
+    FloatSetting("beta1", _T["beta1"], lo=0.0, hi=0.999, step=0.05, label="Adam β₁", fmt="%.3f",
+                 help="How slowly Adam's average of the gradients forgets: lower follows the latest steps more."),
+    FloatSetting("beta2", _T["beta2"], lo=0.0, hi=0.9999, step=0.01, label="Adam β₂", fmt="%.4f",
+                 help="How slowly Adam's average of the squared gradients (its step size per weight) forgets."),
 )}
 # a task's own parameters; the others do not apply to it (a link that sets one is refused with a note)
 PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
@@ -144,7 +148,8 @@ MUON_LR = follows_preset(FloatSetting(
     help="Peak learning rate of Muon (the layers' weight matrices); the embeddings, output layer, biases and norms "
          "keep Adam at the learning rate above."))
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
-MODEL_CHOICES = ("norm", "positional", "qk_norm")  # the model settings that are not numbers
+MODEL_CHOICES = ("norm", "positional", "qk_norm", "init")  # the model settings that are not numbers
+TRAIN_CHOICES = ("optimizer", "muon_lr", "schedule")  # the training settings outside the TRAIN_FIELDS grid
 
 TRAIN = register(StateTable("train", (
     Choice("task", default=TRAIN_DEFAULTS.task, options=(*TASKS, CustomTask.name)),
@@ -157,9 +162,11 @@ TRAIN = register(StateTable("train", (
     follows_preset(Choice("norm", default=_M["norm"], options=tuple(NORM_LABELS))),
     follows_preset(Choice("positional", default=_M["positional"], options=tuple(POSITIONAL_LABELS))),
     follows_preset(Flag("qk_norm", default=_M["qk_norm"])),
+    follows_preset(Choice("init", default=_M["init"], options=tuple(INIT_LABELS))),
     *TRAIN_FIELDS.values(),
     follows_preset(Choice("optimizer", default=_T["optimizer"], options=tuple(OPTIMIZER_LABELS))),
     MUON_LR,
+    follows_preset(Choice("schedule", default=_T["schedule"], options=tuple(SCHEDULE_LABELS))),
     Flag("stop_early", default=True),  # stop at the task's bar (stop_target) of held-out exact match
     Choice("device", default=TRAIN_DEFAULTS.device, options=DEVICES),  # where the run trains
     Text("probe", default=None, max_chars=120, depends_on=("task", "custom_data")),  # None: the task's first example
@@ -183,7 +190,7 @@ def settings_of(values: dict) -> RunSettings:
                        or "my data", "tokenization": values["tokenization"]}
     model = {name: values[name] for name in (*MODEL_FIELDS, *MODEL_CHOICES)}
     train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params, device=values["device"],
-                                **{name: values[name] for name in (*TRAIN_FIELDS, "optimizer", "muon_lr")})
+                                **{name: values[name] for name in (*TRAIN_FIELDS, *TRAIN_CHOICES)})
     return RunSettings(train, model, stop_target(task) if values["stop_early"] else None)
 
 
@@ -196,12 +203,13 @@ def values_of(settings: RunSettings) -> dict:
                   "tokenization": params["tokenization"]}
     return {"task": train.task, **{name: p.default for name, p in PARAM_FIELDS.items()}, **params,
             **{name: settings.model.get(name, MODEL_DEFAULTS_ALL[name]) for name in (*MODEL_FIELDS, *MODEL_CHOICES)},
-            **{name: getattr(train, name) for name in (*TRAIN_FIELDS, "optimizer", "muon_lr")},
+            **{name: getattr(train, name) for name in (*TRAIN_FIELDS, *TRAIN_CHOICES)},
             "stop_early": settings.target is not None,
             "device": train.device}
 PRESET_PROPS = tuple(p.name for p in TRAIN.props if p.defaults_by is not None)  # the model shape and recipe
 CHOICE_LABELS = {"norm": ("Norm", NORM_LABELS), "positional": ("Positional encoding", POSITIONAL_LABELS),
-                 "qk_norm": ("qk-norm", {True: "on", False: "off"}), "optimizer": ("Optimizer", OPTIMIZER_LABELS)}
+                 "qk_norm": ("qk-norm", {True: "on", False: "off"}), "optimizer": ("Optimizer", OPTIMIZER_LABELS),
+                 "init": ("Initial weights", INIT_LABELS), "schedule": ("Schedule", SCHEDULE_LABELS)}
 
 
 def preset_values(task: str) -> dict:
