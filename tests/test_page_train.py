@@ -35,6 +35,7 @@ from transformer.decoding import greedy_decode
 from transformer.job import TrainingJob
 from transformer.worker import ProcessJob
 from transformer.probe import example_input, run_probe
+from transformer.presets import PRESETS
 from transformer.tasks import TASKS
 from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer
 
@@ -120,8 +121,8 @@ def test_defaults_show_the_untrained_probe(train_page):
     assert not at.button(key="train_start").disabled and at.button(key="train_pause").disabled
     text = at.text_input(key=key("probe")).value
     assert text == example_input(TASKS["reverse"]())
-    # the preview is the untrained model of the default settings: same seed, same weights as a run's step 0
-    bundle = Trainer(TrainConfig(), MODEL_DEFAULTS_ALL).bundle()
+    # the preview is the untrained model of the default settings (reverse's preset): the weights of a run's step 0
+    bundle = PRESETS["reverse"].trainer().bundle()
     cross = greedy_decode(bundle.model, bundle.tokenizer, text).cross.numpy()
     z = probe_chart(at)[1]
     layers, heads, q, k = cross.shape

@@ -20,11 +20,12 @@ def test_every_task_has_a_preset_that_validates():
         config = chosen.train_config()
         assert config.task == task
         assert chosen.target == (0.95 if task in ("dates", "numbers") else 0.99)
-        assert set(chosen.model) <= set(MODEL_DEFAULTS) | {"norm", "positional", "qk_norm"}
+        assert set(chosen.model) <= set(MODEL_DEFAULTS) | {"norm", "positional", "qk_norm", "init"}
         run_estimate(config, chosen.model_overrides()).check()  # a shape the budget allows
         trainer = chosen.trainer(steps=1)
         trainer.step()
         assert trainer.model.config.qk_norm == chosen.model_overrides().get("qk_norm", False)
+        assert trainer.model.config.init == chosen.model_overrides().get("init", "xavier")
 
 
 def test_unknown_task_has_no_preset():

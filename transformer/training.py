@@ -84,7 +84,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     clip: float = 1.0
     seed: int = 0
-    eval_every: int = 50
+    eval_every: int = 25
     eval_samples: int = 200
     confirm_samples: int = 1000
     device: str = "auto"
