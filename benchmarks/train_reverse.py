@@ -3,8 +3,8 @@
 Modes:
   direct  lengths 10-19 (the seed article's setting), a Trainer driven in this thread, from RECIPES
           (--recipe). Target (issue 15): <= 4 s, median of 3 seeds.
-  job     the library defaults (lengths 1-16) through a TrainingJob, the code path of the app's Start
-          button. Target: <= 30 s.
+  job     reverse's preset (lengths 1-16: what the Train page starts with) through a TrainingJob, the code
+          path of the app's Start button. Target: <= 30 s.
 The clock starts before the Trainer is built (imports excluded) and stops when an evaluation on `eval_samples` held-out
 strings reached 99% and a confirmation on 1,000 held-out strings did too; every evaluation, and building
 the held-out set, is inside the clock. The periodic evaluations read exact match from one teacher-forced pass
@@ -101,6 +101,7 @@ import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformer.job import TRAINING_THREADS, TrainingJob  # noqa: E402
+from transformer.presets import PRESETS  # noqa: E402
 from transformer.evaluation import evaluate_bundle  # noqa: E402
 from transformer.training import MODEL_DEFAULTS, TrainConfig, Trainer  # noqa: E402
 
@@ -154,9 +155,9 @@ def run_job(trainer: Trainer, target: float) -> tuple[Trainer, float]:
 
 
 def recipe(mode: str, name: str) -> tuple[TrainConfig, dict]:
-    """(TrainConfig, model overrides): RECIPES[name] on lengths 10-19 (direct) or the library defaults (job)."""
+    """(TrainConfig, model overrides): RECIPES[name] on lengths 10-19 (direct) or reverse's preset (job)."""
     if mode == "job":
-        return TrainConfig(), {}
+        return PRESETS["reverse"].train_config(), PRESETS["reverse"].model_overrides()
     return TrainConfig(task_params=LENGTHS, **RECIPES[name]["train"]), RECIPES[name]["model"]
 
 
@@ -192,7 +193,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": f"reverse to {TARGET:.0%} held-out exact match ({args.mode})",
         "task_params": config.task_params or "default (lengths 1-16)",
-        "recipe": args.recipe if args.mode == "direct" else "library defaults",
+        "recipe": args.recipe if args.mode == "direct" else "reverse's preset",
         "seconds_best": min(seconds) if seconds else None,
         "seconds_median": statistics.median(seconds) if seconds else None,
         "target_seconds_median": TARGET_SECONDS[args.mode],
