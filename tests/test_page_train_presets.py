@@ -13,6 +13,7 @@ from test_page_train import (  # noqa: F401 (train_page: the fixture)
 from transformer.charts.stats import training_curves
 from transformer.charts.training import STEP_MARK, mark_step
 from transformer.presets import PRESETS
+from transformer.tasks import CustomTask
 from transformer.training import TRAIN_BOUNDS
 from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, stop_target
 
@@ -31,7 +32,9 @@ def test_every_preset_setting_is_a_page_setting_within_its_bounds():
             assert name in PRESET_PROPS, f"{task}: the page cannot show the preset's {name}"
             assert values[name] == value and TRAIN.by_name[name].admits(value)
         assert stop_target(task) == preset.target
-    assert "Muon learning rate 0.04" in preset_note("addition") and preset_note("reverse") == "the library defaults"
+    assert "Muon learning rate 0.04" in preset_note("addition") and "Batch size 32" in preset_note("reverse")
+    assert preset_note("reverse").startswith("Identity layers, small embeddings, Warm-up steps 50, Cosine decay, ")
+    assert preset_note(CustomTask.name) == "the library defaults"  # your own data: no preset
     lo, hi = TRAIN_BOUNDS["muon_lr"]
     assert lo <= MUON_LR.lo <= MUON_LR.default <= MUON_LR.hi <= hi
 

@@ -209,7 +209,7 @@ def values_of(settings: RunSettings) -> dict:
 PRESET_PROPS = tuple(p.name for p in TRAIN.props if p.defaults_by is not None)  # the model shape and recipe
 CHOICE_LABELS = {"norm": ("Norm", NORM_LABELS), "positional": ("Positional encoding", POSITIONAL_LABELS),
                  "qk_norm": ("qk-norm", {True: "on", False: "off"}), "optimizer": ("Optimizer", OPTIMIZER_LABELS),
-                 "init": ("Initial weights", INIT_LABELS), "schedule": ("Schedule", SCHEDULE_LABELS)}
+                 "init": ("", INIT_LABELS), "schedule": ("", SCHEDULE_LABELS)}  # "": the value says what it is
 
 
 def preset_values(task: str) -> dict:
@@ -221,7 +221,7 @@ def setting_text(name: str, value) -> str:
     """One setting for a sentence: "Total steps 1,500", "qk-norm on", "Optimizer Muon + Adam"."""
     if name in CHOICE_LABELS:
         label, labels = CHOICE_LABELS[name]
-        return f"{label} {labels[value]}"
+        return f"{label} {labels[value]}".strip()
     return f"{TRAIN.by_name[name].label} {value:,}" if isinstance(value, int) else \
         f"{TRAIN.by_name[name].label} {value:g}"
 
