@@ -1,6 +1,6 @@
 """Showing charts the same way on every page: toolbar export in the chosen format, the numbers behind a
-heatmap, matrix figures fitted into a column, a decode's cross-attention (one head, the mean of a layer's
-heads, or every head), and the presenter switch's larger charts."""
+heatmap, matrix figures fitted into a column, rows of charts that wrap rather than skip a token label, a decode's
+cross-attention (one head, the mean of a layer's heads, or every head), and the presenter switch's larger charts."""
 
 from __future__ import annotations
 
@@ -73,6 +73,29 @@ def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, k
         icon=":material/table:",
         on_click="ignore",
     )
+
+
+TICK_PX = 16  # room across a rotated 13 px token label needs for plotly to draw every one (none skipped)
+
+
+def label_width(fig: go.Figure | dict) -> int:
+    """Pixels a matrix chart (charts.matrix_spec / matrix_figure; a figure or its spec) needs across to label every
+    key: its left margin, TICK_PX a key (more in presenter mode, whose labels are larger) and its colour bar."""
+    spec = fig if isinstance(fig, dict) else {"layout": {"margin": {"l": fig.layout.margin.l}},
+                                                  "data": [{"x": fig.data[0].x}]}
+    per_key = TICK_PX * (PRESENTER_SCALE if presenting() else 1)
+    return round(spec["layout"]["margin"]["l"] + len(spec["data"][0]["x"]) * per_key) + COLORBAR_PX
+
+
+def fitted_row(key: str, widths: list[int]) -> list:
+    """Containers side by side where each gets at least its width in pixels (a chart's `label_width`), else
+    wrapped one above the other, each then as wide as the column: a chart never has to skip a token label for
+    want of room (plotly drops labels that would overlap). `key` names the row (containers `<key>_<i>`)."""
+    st.html("<style>" + "".join(  # a container's flex item is its layout wrapper
+        f"[data-testid=stLayoutWrapper]:has(> .st-key-{key}_{i}) {{ flex: 1 1 {px}px; min-width: 0; }}"
+        for i, px in enumerate(widths)) + "</style>")
+    row = st.container(horizontal=True, wrap=True, gap="large")
+    return [row.container(key=f"{key}_{i}") for i in range(len(widths))]
 
 
 def fit(fig, width: int):

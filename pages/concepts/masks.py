@@ -191,25 +191,26 @@ True (blue) means *may attend*.
     causal = subsequent_mask(T)[0, 0].numpy()
     combined = dec_record.mask[b, 0].numpy()
     cross_mask = cross_record.mask[b, 0].numpy()
-    c1, c2 = st.columns(2)
+    pad_part = tgt_padding[None, :].expand(T, T).numpy()
+    pad_fig = charts.mask_heatmap(pad_part, tgt_labels, tgt_labels, f"Target padding · seq {b + 1}")
+    causal_fig = charts.mask_heatmap(causal, tgt_labels, tgt_labels, "AND causal (subsequent) mask")
+    c1, c2 = display.fitted_row("masks_parts", [display.label_width(f) for f in (pad_fig, causal_fig)])
     with c1:
-        pad_part = tgt_padding[None, :].expand(T, T).numpy()
-        fig = charts.mask_heatmap(pad_part, tgt_labels, tgt_labels, f"Target padding · seq {b + 1}")
-        display.heatmap(fig, pad_part, tgt_labels, tgt_labels, f"{stem}_target-padding-row{b + 1}",
+        display.heatmap(pad_fig, pad_part, tgt_labels, tgt_labels, f"{stem}_target-padding-row{b + 1}",
                         "masks-tgt-pad", HALF)
     with c2:
-        fig = charts.mask_heatmap(causal, tgt_labels, tgt_labels, "AND causal (subsequent) mask")
-        display.heatmap(fig, causal, tgt_labels, tgt_labels, f"{stem}_causal", "masks-causal", HALF)
-    c3, c4 = st.columns(2)
+        display.heatmap(causal_fig, causal, tgt_labels, tgt_labels, f"{stem}_causal", "masks-causal", HALF)
+    combined_fig = charts.mask_heatmap(combined, tgt_labels, tgt_labels, f"= target mask in the trace · seq {b + 1}")
+    cross_fig = charts.mask_heatmap(cross_mask, tgt_labels, src_labels,
+                                    f"Cross-attention mask in the trace · seq {b + 1}")
+    c3, c4 = display.fitted_row("masks_traced", [display.label_width(f) for f in (combined_fig, cross_fig)])
     with c3:
-        fig = charts.mask_heatmap(combined, tgt_labels, tgt_labels, f"= target mask in the trace · seq {b + 1}")
-        display.heatmap(fig, combined, tgt_labels, tgt_labels, f"{stem}_target-row{b + 1}", "masks-combined", HALF)
+        display.heatmap(combined_fig, combined, tgt_labels, tgt_labels, f"{stem}_target-row{b + 1}", "masks-combined",
+                        HALF)
         same = bool((combined == (pad_part & causal)).all())
         st.caption(("✓ equals" if same else "✗ differs from") + " padding AND causal, cell by cell.")
     with c4:
-        fig = charts.mask_heatmap(cross_mask, tgt_labels, src_labels,
-                                  f"Cross-attention mask in the trace · seq {b + 1}")
-        display.heatmap(fig, cross_mask, tgt_labels, src_labels, f"{stem}_cross-row{b + 1}", "masks-cross", HALF)
+        display.heatmap(cross_fig, cross_mask, tgt_labels, src_labels, f"{stem}_cross-row{b + 1}", "masks-cross", HALF)
         st.caption("The source padding row, repeated for every decoder query: no decoder position reads a source "
                    "pad.")
     view.sync_url()
@@ -242,16 +243,17 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     scores, mask, weights = (getattr(record, f)[b, head].numpy() for f in ("scores", "mask", "weights"))
     if kind != "cross" and cfg.positional in SCORE_NOTES:
         st.caption(SCORE_NOTES[cfg.positional])
-    c1, c2 = st.columns(2)
+    scores_fig = charts.with_title_line(charts.scores_heatmap(scores, mask, q_labels, k_labels,
+                                                              head_title(kind, layer, head)), f"scores, seq {b + 1}")
+    weights_fig = charts.with_title_line(charts.attention_heatmap(weights, q_labels, k_labels,
+                                                                  head_title(kind, layer, head), mask=mask),
+                                         f"weights, seq {b + 1}")
+    c1, c2 = display.fitted_row("masks_scores", [display.label_width(f) for f in (scores_fig, weights_fig)])
     with c1:
-        fig = charts.scores_heatmap(scores, mask, q_labels, k_labels, head_title(kind, layer, head))
-        charts.with_title_line(fig, f"scores, seq {b + 1}")
-        display.heatmap(fig, without_masked(scores, mask), q_labels, k_labels,
+        display.heatmap(scores_fig, without_masked(scores, mask), q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-scores-row{b + 1}", layer, head), "masks-scores", HALF)
     with c2:
-        fig = charts.attention_heatmap(weights, q_labels, k_labels, head_title(kind, layer, head), mask=mask)
-        charts.with_title_line(fig, f"weights, seq {b + 1}")
-        display.heatmap(fig, weights, q_labels, k_labels,
+        display.heatmap(weights_fig, weights, q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-weights-row{b + 1}", layer, head), "masks-weights", HALF)
     view.sync_url()
 
@@ -288,18 +290,20 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
     head = pick_index(view, "open_head", p2, "Head", cfg.n_heads, index(view, "open_head", cfg.n_heads, "heads"))
     b = pick_row(view, "open_row", p3, "Batch row", batch, row(view, "open_row", batch, by_length(batch)[-1]))
     _, dec = labels(batch, b)
-    c1, c2 = st.columns(2)
-    for col, run, name in ((c1, batch, f"causal, seq {b + 1}"), (c2, open_, f"no causal mask, seq {b + 1}")):
-        record = run.trace.attention["decoder_self"][layer]
-        weights, mask = record.weights[b, head].numpy(), record.mask[b, head].numpy()
+    records = [(run, name, run.trace.attention["decoder_self"][layer])
+               for run, name in ((batch, f"causal, seq {b + 1}"), (open_, f"no causal mask, seq {b + 1}"))]
+    figs = [charts.with_title_line(charts.attention_heatmap(record.weights[b, head].numpy(), dec, dec,
+                                                            head_title("decoder_self", layer, head),
+                                                            mask=record.mask[b, head].numpy()), name)
+            for _, name, record in records]
+    for col, fig, (run, _, record) in zip(display.fitted_row("masks_open", list(map(display.label_width, figs))),
+                                          figs, records):
         real_rows = run.tgt_in[b] != PAD
         later = float(weight_above_diagonal(record.weights[b, head])[real_rows].mean())
         with col:
-            fig = charts.attention_heatmap(weights, dec, dec, head_title("decoder_self", layer, head), mask=mask)
-            charts.with_title_line(fig, name)
             stem = chart_filename(task_name, f"decoder_self-{'causal' if run.causal else 'no-causal'}-row{b + 1}",
                                   layer, head)
-            display.heatmap(fig, weights, dec, dec, stem, f"masks-open-{run.causal}", HALF)
+            display.heatmap(fig, record.weights[b, head].numpy(), dec, dec, stem, f"masks-open-{run.causal}", HALF)
             st.caption(f"Weight above the diagonal: each real (non-pad) query puts on average **{later:.0%}** of "
                        "its attention on later tokens.")
     changed = (batch.predictions != open_.predictions) & batch.scored

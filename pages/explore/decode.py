@@ -14,7 +14,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, knockout, step_player
 from ui.animations import decode_animation
 from ui import model_registry as registry
-from ui.display import PRESENTER_SCALE, csv_download, presenter_sized, show_figure
+from ui.display import csv_download, fitted_row, label_width, presenter_sized, show_figure
 from ui.markdown import code, literal
 from ui.state import View
 from ui.sidebar import EXPORT_FORMAT, presenting
@@ -23,7 +23,7 @@ from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
 from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
 from transformer.animation import STEP_KINDS, decode_step_spec
 from transformer.charts import TOPK_SCALES, sampling_bars, token_labels, topk_spec
-from transformer.charts.common import COLORBAR_PX, display_piece
+from transformer.charts.common import display_piece
 from transformer.decoding import DecodeError, DecodeResult
 from transformer.export import chart_filename
 from transformer.sampling import SampleResult, SampleSettings, samples
@@ -231,15 +231,6 @@ def topk_chart(view: View, decode: str, source: tuple, bundle, result: DecodeRes
         st.caption(SCALE_NOTES[scale])
 
 
-TICK_PX = 16  # room across a rotated 13 px token label needs for plotly to draw every one (none skipped)
-
-
-def chart_basis(figures: list[dict], presenter: bool) -> int:
-    """Pixels a step heatmap needs across to label every key at its widest step (labels grow in presenter mode)."""
-    per_key = TICK_PX * (PRESENTER_SCALE if presenter else 1)
-    return max(round(f["layout"]["margin"]["l"] + len(f["data"][0]["x"]) * per_key) + COLORBAR_PX for f in figures)
-
-
 def attention_charts(decode: str, source: tuple, bundle, result: DecodeResult, t: int) -> None:
     """Cross- and decoder self-attention of the step shown, every layer and head as a row, and the numbers of
     step t (the server's step: they follow a move once the server has heard of it). Side by side where both fit
@@ -247,21 +238,17 @@ def attention_charts(decode: str, source: tuple, bundle, result: DecodeResult, t
     step, task = result.steps[t], bundle.task.name
     keys = {"cross": result.source_pieces, "decoder_self": result.prefix_pieces[: t + 1]}
     rows = {"cross": step.cross_attention, "decoder_self": step.self_attention}
-    basis = {kind: chart_basis(step_figures(source, result, kind, "probability", presenting()), presenting())
-             for kind in STEP_KINDS}
-    st.html("<style>" + "".join(  # the flex item is the container's layout wrapper
-        f"[data-testid=stLayoutWrapper]:has(> .st-key-decode_attention_{kind}) {{ flex: 1 1 {px}px; min-width: 0; }}"
-        for kind, px in basis.items()) + "</style>")
-    with st.container(horizontal=True, wrap=True, gap="large"):
-        for kind in STEP_KINDS:
-            with st.container(key=f"decode_attention_{kind}"):
-                step_chart(decode, source, bundle, result, kind)
-                weights = rows[kind].numpy()
-                layers, heads, _ = weights.shape
-                csv_download(weights.reshape(layers * heads, -1),
-                             [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)],
-                             token_labels(keys[kind]), chart_filename(task, kind, step=t), key=f"decode_csv_{kind}",
-                             label=f"Numbers of step {t + 1} (CSV)")
+    widths = [max(map(label_width, step_figures(source, result, kind, "probability", presenting())))
+              for kind in STEP_KINDS]  # the widest step's
+    for box, kind in zip(fitted_row("decode_attention", widths), STEP_KINDS):
+        with box:
+            step_chart(decode, source, bundle, result, kind)
+            weights = rows[kind].numpy()
+            layers, heads, _ = weights.shape
+            csv_download(weights.reshape(layers * heads, -1),
+                         [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)],
+                         token_labels(keys[kind]), chart_filename(task, kind, step=t), key=f"decode_csv_{kind}",
+                         label=f"Numbers of step {t + 1} (CSV)")
 
 
 def expected(task, text: str) -> tuple[str | None, str]:

@@ -65,11 +65,16 @@ def decoded(view: View, key: str, bundle) -> tuple[str, DecodeResult | None, str
         return decoded(view, key, bundle)
 
 
+GLANCE_TEXT_PX = 320  # the input and the output beside the chart
+
+
 def at_a_glance(view: View, key: str, bundle) -> None:
     """The input, the model's output against the task's answer, and the cross-attention behind it."""
     task, cfg = bundle.task, bundle.config
     text, result, error = decoded(view, key, bundle)
-    left, right = st.columns([2, 3], gap="large")
+    focus = None if result is None else focus_head(result.cross.numpy(), task, text)
+    chart = GLANCE_TEXT_PX if focus is None else display.label_width(display.cross_figure(result, *focus))
+    left, right = display.fitted_row("home_glance", [GLANCE_TEXT_PX, chart])  # one above the other where narrow
     with left:
         st.subheader("Attention at a glance")
         st.markdown(f"**{task.title}.** {task.description}")
@@ -83,7 +88,7 @@ def at_a_glance(view: View, key: str, bundle) -> None:
         if expected is not None and result.output_text != expected:
             st.markdown(f"The right answer is {code(expected)}.")
     with right:
-        layer, head = focus_head(result.cross.numpy(), task, text)
+        layer, head = focus
         display.cross_heatmap(result, layer, head, filename=chart_filename(task.name, "cross", layer, head),
                               key="fig-home-cross", csv=False)
         with_head = f"layer {layer + 1}, head {head + 1}, the head that best follows the task's alignment" \
