@@ -60,7 +60,14 @@ def player(key: str, channel: str, decode: str, start: int, labels: tuple[str, s
     decoder's start token. A step the learner moves to reaches `on_step(step)` (0-based) afterwards."""
     data = {"role": "player", "channel": channel, "version": decode, "start": start, "labels": list(labels),
             "source": source, "start_chip": first, "steps": steps}
-    _component(key=key, data=data, on_step_change=lambda: on_step(st.session_state[key]["step"] - 1))
+    _component(key=key, data=data, on_step_change=lambda: _moved(key, len(steps), on_step))
+
+
+def _moved(key: str, n_steps: int, on_step: Callable[[int], None]) -> None:
+    """The player's trigger: a 1-based step from the browser, passed on only when it is one of this decode's."""
+    step = st.session_state[key]["step"]
+    if isinstance(step, int) and not isinstance(step, bool) and 1 <= step <= n_steps:
+        on_step(step - 1)
 
 
 def figure_json(fig: go.Figure | dict) -> dict:

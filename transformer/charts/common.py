@@ -79,7 +79,7 @@ def figure_spec(traces: list, title: str, height: int, width: int | None = None,
     return {"data": traces, "layout": dict(
         title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
                    pad=dict(t=14), font=dict(size=17)),
-        font=FONT, height=int(height), width=int(width) if width else None,
+        font=FONT, height=int(height), **({"width": int(width)} if width else {}),
         plot_bgcolor="white", paper_bgcolor="white",
         margin=dict(l=left, r=right, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **layout,
     )}
