@@ -27,6 +27,7 @@ function player({ data, parentElement, setTriggerValue }, state) {
   state.data = data;
   state.send = setTriggerValue;
   if (state.version !== data.version) {  // a new decode (or first mount): start where the server says
+    clearTimeout(state.timer);  // a step of the decode before is no news for this one
     state.version = data.version;
     state.step = null;
     state.root.querySelector("input").max = String(data.steps.length);
