@@ -98,6 +98,13 @@ def state(at) -> str:
     return job_of(at).snapshot().state
 
 
+def long_run(at) -> None:
+    """Settings for a run that is still training when the test acts on it: reverse's preset can reach its bar
+    within seconds."""
+    at.number_input(key=key("steps")).set_value(20_000)
+    at.checkbox(key=key("stop_early")).uncheck().run()
+
+
 def assert_paused(at) -> None:
     """The run the Pause click made already shows the job paused at the step it stays at (pause() waits
     for the step under way, so the page never shows a count the job has since moved past)."""
@@ -133,6 +140,7 @@ def test_defaults_show_the_untrained_probe(train_page):
 
 def test_start_pause_resume_stop_then_use_the_model(train_page):
     at = train_page()
+    long_run(at)
     at.button(key="train_start").click().run()
     assert not at.exception
     time.sleep(1.5)
@@ -327,6 +335,7 @@ def test_a_worker_killed_from_outside_is_reported_and_its_model_kept(train_page)
 
 def test_probe_snapshots_follow_training_then_scrub_when_paused(train_page):
     at = train_page()
+    long_run(at)
     at.button(key="train_start").click().run()
     # the page drew two probe snapshots (the job's own count may be ahead of the render that was checked)
     wait_for(at, lambda a: a.get("plotly_chart") and any(s.key == key("snapshot") for s in a.select_slider))
@@ -356,6 +365,7 @@ def test_probe_snapshots_follow_training_then_scrub_when_paused(train_page):
 
 def test_pausing_while_following_shows_the_probe_at_the_paused_step(train_page):
     at = train_page()
+    long_run(at)
     at.button(key="train_start").click().run()
     wait_for(at, lambda a: job_of(a).snapshot().step > runs.PROBE_EVERY + 3)
     at.button(key="train_pause").click().run()
@@ -369,8 +379,9 @@ def test_a_run_that_finishes_while_followed_shows_its_final_probe(train_page):
     at = train_page()
     at.number_input(key=key("steps")).set_value(runs.PROBE_EVERY + 5).run()
     at.button(key="train_start").click().run()
-    wait_for(at, lambda a: state(a) == "finished" and a.get("plotly_chart"))
-    assert any("ran all its steps" in m.value for m in at.markdown)
+    # the page as rendered, not the job: a run may finish between a render and a look at its job
+    wait_for(at, lambda a: any(m.value.startswith("**Finished:**") for m in a.markdown) and a.get("plotly_chart"))
+    assert state(at) == "finished" and any("ran all its steps" in m.value for m in at.markdown)
     assert f"training step {runs.PROBE_EVERY + 5}" in probe_chart(at)[0]
     assert at.button(key="train_use") and not at.button(key="train_start").disabled
 
@@ -392,13 +403,14 @@ def test_editing_the_probe_while_paused_decodes_it_now(train_page):
 
 def test_switching_pages_keeps_the_run_and_the_settings(train_page):
     at = train_page()
-    at.number_input(key=key("batch_size")).set_value(32).run()
+    at.number_input(key=key("batch_size")).set_value(48).run()
+    long_run(at)
     at.switch_page("pages/explore/decode.py").run()
     at.switch_page(PAGE).run()
-    assert at.number_input(key=key("batch_size")).value == 32  # kept by the state table
+    assert at.number_input(key=key("batch_size")).value == 48  # kept by the state table
     at.button(key="train_start").click().run()
     job = job_of(at)
-    assert job.train.batch_size == 32
+    assert job.train.batch_size == 48
     wait_for(at, lambda a: shown_step(a) > 0)
     at.selectbox(key=key("head")).set_value(1).run()  # a click while training
     at.switch_page("pages/explore/decode.py").run()
@@ -413,6 +425,7 @@ def test_switching_pages_keeps_the_run_and_the_settings(train_page):
 def test_two_sessions_train_independently(train_page):
     first, second = train_page(), train_page()
     for at in (first, second):
+        long_run(at)
         at.button(key="train_start").click().run()
     assert job_of(first) is not job_of(second)
     wait_for(first, lambda a: shown_step(a) > 0)
