@@ -18,10 +18,9 @@ from transformer.tasks import TASKS, CustomTask, Task, make_task
 from transformer.training import MODEL_DEFAULTS, TrainConfig
 
 TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
+MODEL_CHOICES = ("norm", "positional", "qk_norm", "init")  # the model settings that are not numbers
 MODEL_DEFAULTS_ALL: dict[str, Any] = {
-    **MODEL_DEFAULTS,
-    **{f.name: f.default for f in dataclasses.fields(ModelConfig)
-       if f.name in ("norm", "positional", "qk_norm", "init")},
+    **MODEL_DEFAULTS, **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in MODEL_CHOICES},
 }
 TRAIN_DEFAULTS = TrainConfig()
 NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}

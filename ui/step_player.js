@@ -186,10 +186,8 @@ function chart({ data, parentElement }, state) {
     });
     state.resize.observe(parentElement);
   }
-  const config = JSON.stringify(data.config);
-  if (state.figuresId !== data.figures_id || state.configText !== config) {  // new figures: draw them anew
+  if (state.figuresId !== data.figures_id) {  // new figures or toolbar: draw them anew
     state.figuresId = data.figures_id;
-    state.configText = config;
     state.drawn = undefined;
   }
   state.data = data;
@@ -226,10 +224,9 @@ function draw(state, step) {
   const first = state.drawn === undefined;
   state.drawn = step;
   state.div.dataset.apStep = "";
-  const config = first ? toolbar(state) : state.config;
-  state.config = config;
-  const paint = first ? Plotly.newPlot(state.div, figure.data, layout, config)
-                      : Plotly.react(state.div, figure.data, layout, config);
+  if (first) state.config = toolbar(state);
+  const paint = first ? Plotly.newPlot(state.div, figure.data, layout, state.config)
+                      : Plotly.react(state.div, figure.data, layout, state.config);
   paint.then(() => { if (state.drawn === step) state.div.dataset.apStep = String(step + 1); });
 }
 

@@ -85,8 +85,9 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
           look: tuple = (), scale: float = 2) -> None:
     """A chart that shows `figures[step]` (figure_json specs) for the step its channel's player shows, in the
     decode named `decode`; `look` names whatever else the figures depend on (a scale, presenter mode), so new
-    figures are drawn anew. Its toolbar camera saves `filenames[step].fmt` at `scale`."""
-    data = {"role": "chart", "channel": channel, "version": decode, "figures_id": version(decode, kind, look),
+    figures (or a new toolbar) are drawn anew. Its toolbar camera saves `filenames[step].fmt` at `scale`."""
+    data = {"role": "chart", "channel": channel, "version": decode,
+            "figures_id": version(decode, kind, look, fmt, scale),
             "kind": kind, "figures": figures, "filenames": filenames, "config": {"format": fmt, "scale": scale},
             "template": STREAMLIT_LOOK}
     _component(key=key, data=data)

@@ -101,8 +101,7 @@ def step_sentence(result: DecodeResult, t: int) -> str:
 
 def player_steps(result: DecodeResult) -> list[dict]:
     """Per step: the decoder chip it writes, the caption under the strips and the choice sentence."""
-    return [{"chip": step_player.chip(plain(step.piece), f"step {t + 1}" + (" (forced)" if step.forced else ""),
-                                      step.forced),
+    return [{"chip": step_player.chip(plain(step.piece), step_chip(step, "plain", "").tip, step.forced),
              "caption": f"At step {t + 1} the decoder reads {html_code('<s>')} and the {t} token(s) before the "
                         "highlighted one; the dashed ones come later. ⚑ marks a token you forced.",
              "sentence": step_sentence(result, t)} for t, step in enumerate(result.steps)]
@@ -196,9 +195,10 @@ def topk_values(source: tuple, result: DecodeResult, scale: str) -> list[list[fl
     return [logits[t, [c.id for c in step.topk]].tolist() for t, step in enumerate(result.steps)]
 
 
-def step_figures(source: tuple, result: DecodeResult, kind: str, scale: str, presenter: bool) -> list[dict]:
+def step_figures(decode: str, source: tuple, result: DecodeResult, kind: str, scale: str, presenter: bool
+                 ) -> list[dict]:
     """Every step's chart of `kind` ("topk" on `scale`, "cross", "decoder_self") as the player's charts take
-    them, enlarged for presenter mode; built once per decode and settings (decodes cache)."""
+    them, enlarged for presenter mode; built once per decode (named by `decode`) and settings (decodes cache)."""
     def build() -> list[dict]:
         if kind == "topk":
             specs = [topk_spec([c.piece for c in step.topk], values, chosen=step.piece,
@@ -208,9 +208,7 @@ def step_figures(source: tuple, result: DecodeResult, kind: str, scale: str, pre
             specs = [decode_step_spec(result, t, kind) for t in range(len(result.steps))]
         return [step_player.figure_json(presenter_sized(go.Figure(s)) if presenter else s) for s in specs]
 
-    key, version, text, knocked, mode = source
-    return decodes.memo("step_figures", lambda *_: build(), key, version, text, tuple(result.output_ids),
-                        tuple(s.index for s in result.steps if s.forced), knocked, mode, kind, scale, presenter)
+    return decodes.memo("step_figures", lambda *_: build(), decode, kind, scale, presenter)
 
 
 def step_chart(decode: str, source: tuple, bundle, result: DecodeResult, kind: str, scale: str = "probability"
@@ -218,7 +216,7 @@ def step_chart(decode: str, source: tuple, bundle, result: DecodeResult, kind: s
     """The player's chart of `kind`: every step's figure, the one shown following the player."""
     task, steps = bundle.task.name, range(len(result.steps))
     step_player.chart(f"decode_chart_{kind}", CHANNEL, decode, kind,
-                      step_figures(source, result, kind, scale, presenting()),
+                      step_figures(decode, source, result, kind, scale, presenting()),
                       [chart_filename(task, kind, step=t) for t in steps],
                       st.session_state.get(EXPORT_FORMAT, "png"), look=(scale, presenting()))
 
@@ -238,7 +236,7 @@ def attention_charts(decode: str, source: tuple, bundle, result: DecodeResult, t
     step, task = result.steps[t], bundle.task.name
     keys = {"cross": result.source_pieces, "decoder_self": result.prefix_pieces[: t + 1]}
     rows = {"cross": step.cross_attention, "decoder_self": step.self_attention}
-    widths = [max(map(label_width, step_figures(source, result, kind, "probability", presenting())))
+    widths = [max(map(label_width, step_figures(decode, source, result, kind, "probability", presenting())))
               for kind in STEP_KINDS]  # the widest step's
     for box, kind in zip(fitted_row("decode_attention", widths), STEP_KINDS):
         with box:

@@ -24,7 +24,7 @@ from transformer.presets import PRESETS
 from transformer.tasks import TASKS, CustomTask
 from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, TOKENIZATIONS
 from ui.run_settings import (
-    INIT_LABELS, MODEL_DEFAULTS_ALL, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS,
+    INIT_LABELS, MODEL_CHOICES, MODEL_DEFAULTS_ALL, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS,
     TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, task_defaults,
 )
 from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
@@ -148,7 +148,6 @@ MUON_LR = follows_preset(FloatSetting(
     help="Peak learning rate of Muon (the layers' weight matrices); the embeddings, output layer, biases and norms "
          "keep Adam at the learning rate above."))
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
-MODEL_CHOICES = ("norm", "positional", "qk_norm", "init")  # the model settings that are not numbers
 TRAIN_CHOICES = ("optimizer", "muon_lr", "schedule")  # the training settings outside the TRAIN_FIELDS grid
 
 TRAIN = register(StateTable("train", (
