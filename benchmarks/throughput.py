@@ -28,8 +28,8 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformer.config import ModelConfig  # noqa: E402
-from transformer.evaluation import teacher_forced_logits  # noqa: E402
 from transformer.model import EncoderDecoder  # noqa: E402
+from transformer.packing import packed_logits  # noqa: E402
 from transformer.positional import sinusoidal_table  # noqa: E402
 from transformer.special_tokens import PAD  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
@@ -73,12 +73,13 @@ class TorchTransformer(nn.Module):
 
 
 def make_step(model: nn.Module, logits_fn):
-    """One training step as the Trainer does it: Adam, cross-entropy on logits, clipping."""
+    """One training step as the Trainer does it: Adam, cross-entropy on logits, clipping. `logits_fn(src, tgt)`
+    gives (rows, vocab) logits and their (rows,) targets (pad targets, if any, are ignored)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9, fused=True)
     loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
 
     def step(src: torch.Tensor, tgt: torch.Tensor) -> None:
-        loss = loss_fn(logits_fn(src, tgt).flatten(0, 1), tgt[:, 1:].flatten())
+        loss = loss_fn(*logits_fn(src, tgt))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -92,8 +93,8 @@ def compare(shape: dict, batches: list, rounds: int) -> dict:
     ours = EncoderDecoder(config)
     peer = TorchTransformer(config)
     steps = {
-        "ours": make_step(ours, lambda src, tgt: teacher_forced_logits(ours, src, tgt)),
-        "torch": make_step(peer, lambda src, tgt: peer(src, tgt[:, :-1])),
+        "ours": make_step(ours, lambda src, tgt: packed_logits(ours, src, tgt)),
+        "torch": make_step(peer, lambda src, tgt: (peer(src, tgt[:, :-1]).flatten(0, 1), tgt[:, 1:].flatten())),
     }
     tokens = sum(int((tgt[:, 1:] != PAD).sum()) for _, tgt in batches)
     for step in steps.values():  # warm-up

@@ -26,3 +26,10 @@ def subsequent_mask(size: int, offset: int = 0, device=None) -> torch.Tensor:
 def target_mask(ids: torch.Tensor, pad: int = PAD) -> torch.Tensor:
     """(batch, len) target ids -> (batch, 1, len, len): padding AND subsequent."""
     return padding_mask(ids, pad) & subsequent_mask(ids.size(1), device=ids.device)
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A boolean mask as the term the untraced attention adds to the scores: 0 where a key may be attended, the
+    most negative `dtype` value where not. For a mask with no row fully masked, shared by every attention of a
+    pass (the conversion and the fully-masked check then happen once, not per call)."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)

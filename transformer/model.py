@@ -18,6 +18,7 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .config import ModelConfig
 from .masks import subsequent_mask
+from .packing import Packing
 from .positional import IN_ATTENTION, PositionalEncoding
 from .trace import AttentionTrace
 
@@ -61,7 +62,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         inner, _, dropout, outer = self.net  # the Sequential's own order, called directly (less overhead)
-        return outer(_dropout(dropout, torch.relu(inner(x))))
+        return outer(_dropout(dropout, torch.relu_(inner(x))))
 
 
 class EncoderLayer(nn.Module):
@@ -73,11 +74,13 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForward(config)
         self.residuals = nn.ModuleList([Residual(config), Residual(config)])
 
-    def forward(self, x, mask, trace=None, positions=None):
-        """`positions`: (len,) absolute positions for RoPE / ALiBi (None: none)."""
+    def forward(self, x, mask, trace=None, positions=None, packing: Packing | None = None):
+        """`positions`: (len,) absolute positions for RoPE / ALiBi (None: none); `packing`: `x` holds its real
+        rows only."""
         site = ("encoder_self", self.index)
-        x = self.residuals[0](x, lambda y: self.self_attn.attend_queries(*self.self_attn.project(y, positions), mask,
-                                                                         trace, site, positions))
+        attention = self.self_attn
+        x = self.residuals[0](x, lambda y: attention.attend_queries(*attention.project(y, positions, packing), mask,
+                                                                    trace, site, positions, packing))
         return self.residuals[1](x, self.feed_forward)
 
 
@@ -119,26 +122,28 @@ class DecoderLayer(nn.Module):
         self.feed_forward = FeedForward(config)
         self.residuals = nn.ModuleList([Residual(config) for _ in range(3)])
 
-    def forward(self, x, memory, src_mask, tgt_mask, trace=None, cache: LayerCache | None = None, positions=None):
+    def forward(self, x, memory, src_mask, tgt_mask, trace=None, cache: LayerCache | None = None, positions=None,
+                packing: Packing | None = None, memory_packing: Packing | None = None):
         """`positions`: the new tokens' (len,) absolute positions for RoPE / ALiBi (None: none); the cache holds
-        keys already rotated at theirs."""
+        keys already rotated at theirs. `packing` / `memory_packing`: `x` / `memory` hold their real rows only."""
         def self_attention(y):
-            q, (k, v) = self.self_attn.project(y, positions)
+            q, (k, v) = self.self_attn.project(y, positions, packing)
             if cache is not None:
                 if cache.self_kv is not None:
                     k = torch.cat([cache.self_kv[0], k], dim=2)
                     v = torch.cat([cache.self_kv[1], v], dim=2)
                 cache.self_kv = (k, v)
-            return self.self_attn.attend_queries(q, (k, v), tgt_mask, trace, ("decoder_self", self.index), positions)
+            return self.self_attn.attend_queries(q, (k, v), tgt_mask, trace, ("decoder_self", self.index), positions,
+                                                 packing)
 
         def cross_attention(y):
             if cache is None:
-                kv = self.cross_attn.keys_values(memory)
+                kv = self.cross_attn.keys_values(memory, packing=memory_packing)
             else:
                 if cache.cross_kv is None:
                     cache.cross_kv = self.cross_attn.keys_values(memory)
                 kv = cache.cross_kv
-            return self.cross_attn(y, kv, src_mask, trace, ("cross", self.index))
+            return self.cross_attn(y, kv, src_mask, trace, ("cross", self.index), packing=packing)
 
         x = self.residuals[0](x, self_attention)
         x = self.residuals[1](x, cross_attention)
@@ -164,9 +169,12 @@ class Embedding(nn.Module):
         self.positions = PositionalEncoding(config.positional, config.max_len, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, ids, offset=0, positions=True, trace=None, side="src"):
-        tokens = self.tokens(ids) * self.scale
+    def forward(self, ids, offset=0, positions=True, trace=None, side="src", packing: Packing | None = None):
+        """(batch, len, d_model), or with a `packing` its real rows only (rows, d_model)."""
         pos = self.positions(ids.size(1), offset)
+        if packing is not None:
+            ids, pos = ids.flatten().index_select(0, packing.index), pos[0].index_select(0, packing.positions)
+        tokens = self.tokens(ids) * self.scale
         if not positions:
             pos = torch.zeros_like(pos)
         if trace is not None:
@@ -217,12 +225,14 @@ class EncoderDecoder(nn.Module):
                     branch.out_proj.weight.zero_()
             layer.feed_forward.net[-1].weight.zero_()
 
-    def encode(self, src, src_mask, trace: AttentionTrace | None = None, positions: bool = True):
-        """(batch, src_len) ids and (batch, 1, 1, src_len) mask -> memory (batch, src_len, d_model)."""
-        x = self.src_embed(src, positions=positions, trace=trace, side="src")
+    def encode(self, src, src_mask, trace: AttentionTrace | None = None, positions: bool = True,
+               packing: Packing | None = None):
+        """(batch, src_len) ids and (batch, 1, 1, src_len) mask -> memory (batch, src_len, d_model), or with a
+        `packing` its real rows only (rows, d_model)."""
+        x = self.src_embed(src, positions=positions, trace=trace, side="src", packing=packing)
         where = torch.arange(src.size(1), device=src.device) if positions and self._positions_in_attention else None
         for layer in self.encoder.layers:
-            x = layer(x, src_mask, trace, where)
+            x = layer(x, src_mask, trace, where, packing)
         return self.encoder.norm(x)
 
     def decode(
@@ -234,20 +244,24 @@ class EncoderDecoder(nn.Module):
         trace: AttentionTrace | None = None,
         cache: DecoderCache | None = None,
         positions: bool = True,
+        packing: Packing | None = None,
+        memory_packing: Packing | None = None,
     ):
         """Decoder hidden states for `tgt` (batch, n). With a cache, `tgt` holds only the new tokens and
         the cache supplies the earlier ones. `tgt_mask` defaults to the causal mask; pass your own
-        (batch, 1, n, cached + n) to add padding or to remove causality for a demonstration."""
+        (batch, 1, n, cached + n) to add padding or to remove causality for a demonstration. With a `packing`,
+        the hidden states of its real rows only (rows, d_model), from a `memory` packed by `memory_packing`."""
         offset = cache.length if cache is not None else 0
         if tgt_mask is None:
             tgt_mask = subsequent_mask(tgt.size(1), offset, device=tgt.device)
         if cache is not None and not cache.layers:
             cache.layers = [LayerCache() for _ in self.decoder.layers]
-        x = self.tgt_embed(tgt, offset, positions, trace, side="tgt")
+        x = self.tgt_embed(tgt, offset, positions, trace, side="tgt", packing=packing)
         where = (torch.arange(offset, offset + tgt.size(1), device=tgt.device)
                  if positions and self._positions_in_attention else None)
         for i, layer in enumerate(self.decoder.layers):
-            x = layer(x, memory, src_mask, tgt_mask, trace, cache.layers[i] if cache is not None else None, where)
+            x = layer(x, memory, src_mask, tgt_mask, trace, cache.layers[i] if cache is not None else None, where,
+                      packing, memory_packing)
         return self.decoder.norm(x)
 
     def forward(self, src, tgt, src_mask, tgt_mask, trace: AttentionTrace | None = None):

@@ -18,8 +18,9 @@ from torch import nn
 from .bundle import ModelBundle
 from .config import ModelConfig, check_bounds
 from .devices import resolve_device
-from .evaluation import evaluate_pairs, teacher_forced_logits
+from .evaluation import evaluate_pairs
 from .model import EncoderDecoder
+from .packing import packed_logits
 from .special_tokens import PAD
 from .tasks import make_task
 
@@ -252,9 +253,9 @@ class Trainer:
         src, tgt = src.to(self.device), tgt.to(self.device)  # no copy on the CPU
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self._rng_state)
-            logits = teacher_forced_logits(self.model, src, tgt)  # logits: CrossEntropyLoss applies log-softmax
+            logits, targets = packed_logits(self.model, src, tgt)  # CrossEntropyLoss applies the log-softmax
             self._rng_state = torch.get_rng_state()
-        loss = self.loss_fn(logits.flatten(0, 1), tgt[:, 1:].flatten())
+        loss = self.loss_fn(logits, targets)
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
