@@ -25,11 +25,12 @@ def by_hand(module, x: torch.Tensor, knocked: dict[int, torch.Tensor | None]) ->
     heads = module.n_heads
     d_head = d_model // heads
     outputs = []
+    (wq, bq), (wk, bk), (wv, bv) = (module.projection(name) for name in ("q_proj", "k_proj", "v_proj"))
     for h in range(heads):
         cut = slice(h * d_head, (h + 1) * d_head)
-        q = x @ module.q_proj.weight[cut].T + module.q_proj.bias[cut]
-        k = x @ module.k_proj.weight[cut].T + module.k_proj.bias[cut]
-        v = x @ module.v_proj.weight[cut].T + module.v_proj.bias[cut]
+        q = x @ wq[cut].T + bq[cut]
+        k = x @ wk[cut].T + bk[cut]
+        v = x @ wv[cut].T + bv[cut]
         out = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(d_head), dim=-1) @ v
         if h in knocked:
             out = torch.zeros_like(out) if knocked[h] is None else knocked[h][cut].expand_as(out)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer.attention import WRITTEN_OUT_MAX, MultiHeadAttention, attend
 from transformer.masks import padding_mask, subsequent_mask
@@ -120,8 +121,8 @@ def test_multi_head_attention_paths_agree_and_split_heads():
     assert rec.weights.shape == (2, 4, 3, 5)
     # head h sees only its own slice of the projections
     h = 1
-    qh = mha.q_proj(x)[..., 4 * h : 4 * h + 4]
-    kh = mha.k_proj(memory)[..., 4 * h : 4 * h + 4]
+    qh = F.linear(x, *mha.projection("q_proj"))[..., 4 * h : 4 * h + 4]
+    kh = F.linear(memory, *mha.projection("k_proj"))[..., 4 * h : 4 * h + 4]
     scores = qh @ kh.transpose(1, 2) / 2.0
     torch.testing.assert_close(rec.scores[:, h], scores)
 
@@ -134,3 +135,23 @@ def test_dropout_applies_only_in_training_mode():
     torch.testing.assert_close(mha(x, kv, None), mha(x, kv, None))
     mha.train()
     assert not torch.allclose(mha(x, kv, None), mha(x, kv, None))
+
+
+def test_checkpoints_keep_the_three_projections():
+    """The joint q/k/v projection is saved as q_proj, k_proj and v_proj (own storage each) and loaded back from
+    them; a state dict missing one of them is refused by strict loading."""
+    torch.manual_seed(0)
+    mha, other = MultiHeadAttention(8, 2, 0.0), MultiHeadAttention(8, 2, 0.0)
+    state = mha.state_dict()
+    assert sorted(state) == sorted(f"{n}.{k}" for n in ("q_proj", "k_proj", "v_proj", "out_proj")
+                                   for k in ("weight", "bias"))
+    for name in ("q_proj", "k_proj", "v_proj"):
+        weight, bias = mha.projection(name)
+        assert torch.equal(state[f"{name}.weight"], weight) and torch.equal(state[f"{name}.bias"], bias)
+    pointers = {t.untyped_storage().data_ptr() for t in state.values()}
+    assert len(pointers) == len(state)
+    other.load_state_dict(state)
+    assert torch.equal(other.in_proj_weight, mha.in_proj_weight) and torch.equal(other.in_proj_bias, mha.in_proj_bias)
+    del state["k_proj.bias"]
+    with pytest.raises(RuntimeError, match="Missing key"):
+        MultiHeadAttention(8, 2, 0.0).load_state_dict(state)

@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer.config import BOUNDS, NORMS, POSITIONALS, ConfigError, ModelConfig
 from transformer.masks import padding_mask, subsequent_mask, target_mask
@@ -107,9 +108,9 @@ def _heads(x):
 
 def _recompute(attn, query_in, key_in, mask):
     """Weights and output of one attention sublayer, from its raw projection matrices."""
-    q = _heads(query_in @ attn.q_proj.weight.T + attn.q_proj.bias)
-    k = _heads(key_in @ attn.k_proj.weight.T + attn.k_proj.bias)
-    v = _heads(key_in @ attn.v_proj.weight.T + attn.v_proj.bias)
+    q = _heads(F.linear(query_in, *attn.projection("q_proj")))
+    k = _heads(F.linear(key_in, *attn.projection("k_proj")))
+    v = _heads(F.linear(key_in, *attn.projection("v_proj")))
     scores = (q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))).masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     out = (weights @ v).transpose(1, 2).flatten(2) @ attn.out_proj.weight.T + attn.out_proj.bias

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer.attention import MultiHeadAttention
 from transformer.config import ConfigError, ModelConfig
 from transformer.model import IDENTITY_EMBED_SCALE, EncoderDecoder
 from transformer.training import FINAL_LR_FRACTION, BatchedMuon, TrainConfig, Trainer, muon_parameters, warmup_decay
@@ -47,12 +48,16 @@ def test_muon_takes_the_layer_matrices_and_adam_the_rest():
     trainer = Trainer(config(optimizer="muon", muon_lr=0.05), MODEL)
     adam, muon = trainer.optimizers
     assert isinstance(muon, torch.optim.Muon) and isinstance(adam, torch.optim.Adam)
-    muon_params, adam_params = muon.param_groups[0]["params"], adam.param_groups[0]["params"]
+    matrices, joint = muon.param_groups
+    muon_params, adam_params = matrices["params"] + joint["params"], adam.param_groups[0]["params"]
     assert muon_params and all(p.dim() == 2 for p in muon_params)
+    attentions = [m for m in trainer.model.modules() if isinstance(m, MultiHeadAttention)]
+    assert joint["blocks"] == 3 and [id(p) for p in joint["params"]] == [id(m.in_proj_weight) for m in attentions]
     embeddings = {id(trainer.model.src_embed.tokens.weight), id(trainer.model.generator.proj.weight)}
     assert embeddings <= {id(p) for p in adam_params}
     assert len(muon_params) + len(adam_params) == len(list(trainer.model.parameters()))
-    assert (muon_params, adam_params) == tuple(map(list, muon_parameters(trainer.model)))
+    assert sorted(map(id, muon_params)) == sorted(map(id, muon_parameters(trainer.model)[0]))
+    assert adam_params == muon_parameters(trainer.model)[1]
     assert muon.param_groups[0]["initial_lr"] == 0.05 and adam.param_groups[0]["initial_lr"] == 1e-2
 
 
@@ -71,6 +76,23 @@ def test_batched_muon_updates_exactly_as_torch_muon(nesterov):
                 p.grad = g.clone()
             optimizer.step()
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_batched_muon_orthogonalises_a_joint_projection_block_by_block():
+    """The q/k/v projection held as one (3 d, d) matrix gets the updates three separate (d, d) matrices get."""
+    torch.manual_seed(1)
+    joint = nn.Parameter(torch.randn(24, 8))
+    separate = [nn.Parameter(block.detach().clone()) for block in joint.chunk(3)]
+    settings = dict(lr=0.05, weight_decay=0.1)
+    optimizers = BatchedMuon([{"params": [joint], "blocks": 3}], **settings), torch.optim.Muon(separate, **settings)
+    for _ in range(3):
+        grad = torch.randn(24, 8)
+        joint.grad = grad.clone()
+        for p, g in zip(separate, grad.chunk(3)):
+            p.grad = g.clone()
+        for optimizer in optimizers:
+            optimizer.step()
+    assert torch.equal(joint.detach(), torch.cat([p.detach() for p in separate]))
 
 
 def test_both_rates_follow_the_schedule():

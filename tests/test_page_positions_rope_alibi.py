@@ -61,8 +61,8 @@ def query_key(model: EncoderDecoder, head: int) -> tuple[np.ndarray, np.ndarray]
         x = model.src_embed.tokens(ids)[0] * math.sqrt(model.config.d_model)  # nothing added for rope
         norm = layer.residuals[0].norm
         x = F.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
-        q = F.linear(x, layer.self_attn.q_proj.weight, layer.self_attn.q_proj.bias)
-        k = F.linear(x, layer.self_attn.k_proj.weight, layer.self_attn.k_proj.bias)
+        q = F.linear(x, *layer.self_attn.projection("q_proj"))
+        k = F.linear(x, *layer.self_attn.projection("k_proj"))
     cols = slice(head * d_head, (head + 1) * d_head)
     return q[:, cols].double().numpy(), k[:, cols].double().numpy()
 

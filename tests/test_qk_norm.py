@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer.budget import parameter_count
 from transformer.bundle import ModelBundle
@@ -68,11 +69,11 @@ def test_recorded_scores_are_those_of_the_normalised_queries_and_keys():
         layer = model.encoder.layers[0]
         attn = layer.self_attn
         x = layer.residuals[0].norm(model.src_embed(src))  # pre-norm: the sublayer sees norm(x)
-        q = rms_normalised(heads(x @ attn.q_proj.weight.T + attn.q_proj.bias, 2), attn.q_norm.weight)
-        k = rms_normalised(heads(x @ attn.k_proj.weight.T + attn.k_proj.bias, 2), attn.k_norm.weight)
+        q = rms_normalised(heads(F.linear(x, *attn.projection("q_proj")), 2), attn.q_norm.weight)
+        k = rms_normalised(heads(F.linear(x, *attn.projection("k_proj")), 2), attn.k_norm.weight)
         expected = q @ k.transpose(-2, -1) / math.sqrt(8)
-        raw_q = heads(x @ attn.q_proj.weight.T + attn.q_proj.bias, 2)
-        raw_k = heads(x @ attn.k_proj.weight.T + attn.k_proj.bias, 2)
+        raw_q = heads(F.linear(x, *attn.projection("q_proj")), 2)
+        raw_k = heads(F.linear(x, *attn.projection("k_proj")), 2)
         unnormalised = raw_q @ raw_k.transpose(-2, -1) / math.sqrt(8)
     recorded = trace.attention["encoder_self"][0].scores
     torch.testing.assert_close(recorded, expected, atol=1e-5, rtol=1e-5)

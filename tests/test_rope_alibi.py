@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from transformer.bundle import ModelBundle
 from transformer.checkpoints import load_bundle, save_bundle
@@ -70,8 +71,8 @@ def rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def expected_scores(attn, x, scheme: str, first_query: int = 0) -> torch.Tensor:
     """q.k / sqrt(d) from the layer's projections of x, with the scheme written out (keys at 0, 1, ...)."""
-    q = heads(x @ attn.q_proj.weight.T + attn.q_proj.bias)
-    k = heads(x @ attn.k_proj.weight.T + attn.k_proj.bias)
+    q = heads(F.linear(x, *attn.projection("q_proj")))
+    k = heads(F.linear(x, *attn.projection("k_proj")))
     if attn.q_norm is not None:
         q, k = rms(q, attn.q_norm.weight), rms(k, attn.k_norm.weight)
     if scheme == "rope":
@@ -130,8 +131,8 @@ def test_cross_attention_gets_no_positions(scheme):
         y = dec.residuals[0].norm(x)  # pre-norm: x + self_attn(norm(x)), then the cross sublayer sees norm(that)
         y = dec.residuals[1].norm(x + dec.self_attn(y, dec.self_attn.keys_values(y, where), target_mask(tgt),
                                                     positions=where))
-        q = heads(y @ attn.q_proj.weight.T + attn.q_proj.bias)
-        k = heads(memory @ attn.k_proj.weight.T + attn.k_proj.bias)
+        q = heads(F.linear(y, *attn.projection("q_proj")))
+        k = heads(F.linear(memory, *attn.projection("k_proj")))
     torch.testing.assert_close(trace.attention["cross"][0].scores, q @ k.transpose(-2, -1) / math.sqrt(D_HEAD),
                                atol=1e-5, rtol=1e-5)
 

@@ -98,9 +98,15 @@ def _written_out(q, k, v, mask, dropout_p, bias):
     return torch.bmm(weights.flatten(0, 1), v).view(batch, heads, queries, d_head)
 
 
+# The checkpoint names of the query, key and value projections, the three row blocks of `in_proj_weight`.
+PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+
+
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with separate query, key, value and output projections (self-attention's three,
-    cross-attention's key and value, applied as one matmul of their concatenated weights).
+    """Multi-head attention: query, key and value projections held as one (3 * d_model, d_model) matrix (rows:
+    queries, keys, values), so self-attention's three take one matmul and cross-attention's key and value one
+    more, with no per-call concatenation; an output projection. Checkpoints keep the three as `q_proj`, `k_proj`
+    and `v_proj` (state-dict hooks split and join them).
 
     qk_norm: each head's queries and keys pass an RMSNorm (a learned scale per head dimension, shared by the
     heads) before attention, so both paths, and the trace's scores, see the normalised q and k.
@@ -111,18 +117,27 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float, qk_norm: bool = False,
                  positional: str | None = None):
         super().__init__()
+        self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.positional = positional if positional in IN_ATTENTION else None
         if self.positional == "alibi":  # derived from n_heads, so not saved: old checkpoints load unchanged
             self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
         self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
+        # Three nn.Linear's own initialisation, in order: the same random draws as three separate projections
+        projections = [nn.Linear(d_model, d_model) for _ in PROJECTIONS]
+        self.in_proj_weight = nn.Parameter(torch.cat([linear.weight.detach() for linear in projections]))
+        self.in_proj_bias = nn.Parameter(torch.cat([linear.bias.detach() for linear in projections]))
         self.out_proj = nn.Linear(d_model, d_model)
         self.q_norm = nn.RMSNorm(d_model // n_heads) if qk_norm else None
         self.k_norm = nn.RMSNorm(d_model // n_heads) if qk_norm else None
+        self.register_state_dict_post_hook(_split_projections)
+        self.register_load_state_dict_pre_hook(_join_projections)
+
+    def projection(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weight, bias) of "q_proj", "k_proj" or "v_proj": views of their rows of the joint projection."""
+        start = PROJECTIONS.index(name) * self.d_model
+        return self.in_proj_weight[start : start + self.d_model], self.in_proj_bias[start : start + self.d_model]
 
     def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(batch, len, n * d_model) -> n contiguous tensors (batch, heads, len, d_head), from one copy."""
@@ -130,15 +145,10 @@ class MultiHeadAttention(nn.Module):
         parts = width // (self.n_heads * self.d_head)
         return x.view(batch, length, parts, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4).contiguous().unbind(0)
 
-    def _project(self, x: torch.Tensor, *linears: nn.Linear, packing: Packing | None = None
-                 ) -> tuple[torch.Tensor, ...]:
-        """`x` through `linears` in one matmul (their weights concatenated), split into heads. With a `packing`,
-        `x` holds its real rows only (rows, d_model), put on the grid after the matmul."""
-        if len(linears) == 1:
-            y = linears[0](x)
-        else:
-            weight, bias = (torch.cat([getattr(linear, name) for linear in linears]) for name in ("weight", "bias"))
-            y = F.linear(x, weight, bias)
+    def _project(self, x: torch.Tensor, rows: slice, packing: Packing | None = None) -> tuple[torch.Tensor, ...]:
+        """`x` through the joint projection's `rows` (queries, keys and / or values) in one matmul, split into
+        heads. With a `packing`, `x` holds its real rows only (rows, d_model), put on the grid after the matmul."""
+        y = F.linear(x, self.in_proj_weight[rows], self.in_proj_bias[rows])
         return self._split(y) if packing is None else packing.heads(y, self.n_heads, self.d_head)
 
     def _keys(self, k: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
@@ -153,18 +163,18 @@ class MultiHeadAttention(nn.Module):
                     packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Project the attended-to sequence once: (batch, heads, keys, d_head) each (cacheable; keys normalised
         already under qk_norm, and under RoPE rotated by their (keys,) absolute `positions`)."""
-        k, v = self._project(source, self.k_proj, self.v_proj, packing=packing)
+        k, v = self._project(source, slice(self.d_model, None), packing)
         return self._keys(k, positions), v
 
     def queries(self, query: torch.Tensor, positions: torch.Tensor | None = None,
                 packing: Packing | None = None) -> torch.Tensor:
         """(batch, heads, queries, d_head): projected, normalised under qk_norm, rotated under RoPE at `positions`."""
-        return self._queries(*self._project(query, self.q_proj, packing=packing), positions)
+        return self._queries(*self._project(query, slice(self.d_model), packing), positions)
 
     def project(self, x: torch.Tensor, positions: torch.Tensor | None = None, packing: Packing | None = None
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Self-attention's `queries(x)` and `keys_values(x)` from one matmul: (q, (k, v))."""
-        q, k, v = self._project(x, self.q_proj, self.k_proj, self.v_proj, packing=packing)
+        q, k, v = self._project(x, slice(None), packing)
         return self._queries(q, positions), (self._keys(k, positions), v)
 
     def forward(
@@ -204,3 +214,20 @@ class MultiHeadAttention(nn.Module):
             return self.out_proj(packing.rows(out))
         batch, heads, length, d_head = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, heads * d_head))
+
+
+def _split_projections(module: MultiHeadAttention, state: dict, prefix: str, metadata) -> None:
+    """State-dict hook: the joint projection saved as its three parts, as checkpoints have always held them."""
+    weight, bias = state.pop(prefix + "in_proj_weight"), state.pop(prefix + "in_proj_bias")
+    for name, w, b in zip(PROJECTIONS, weight.chunk(len(PROJECTIONS)), bias.chunk(len(PROJECTIONS))):
+        state[f"{prefix}{name}.weight"], state[f"{prefix}{name}.bias"] = w.clone(), b.clone()  # no shared storage
+
+
+def _join_projections(module: MultiHeadAttention, state: dict, prefix: str, *args) -> None:
+    """Load-state-dict pre-hook: a checkpoint's three projections joined into the one the module holds (a
+    checkpoint missing one is left alone, for strict loading to report)."""
+    keys = [f"{prefix}{name}.{kind}" for kind in ("weight", "bias") for name in PROJECTIONS]
+    if all(key in state for key in keys):
+        parts = [state.pop(key) for key in keys]
+        state[prefix + "in_proj_weight"] = torch.cat(parts[:3])
+        state[prefix + "in_proj_bias"] = torch.cat(parts[3:])

@@ -205,9 +205,11 @@ class EncoderDecoder(nn.Module):
         self.encoder = Stack([EncoderLayer(config, i) for i in range(config.n_enc_layers)], config)
         self.decoder = Stack([DecoderLayer(config, i) for i in range(config.n_dec_layers)], config)
         self.generator = Generator(config)
+        joint = {id(m.in_proj_weight) for m in self.modules() if isinstance(m, MultiHeadAttention)}
         for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+            if p.dim() > 1:  # Xavier on each matrix: the joint q/k/v projection's three blocks one by one
+                for block in p.split(config.d_model) if id(p) in joint else (p,):
+                    nn.init.xavier_uniform_(block)
         if config.init == "identity":
             self._identity_init()
 
