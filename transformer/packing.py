@@ -73,8 +73,8 @@ class Packing:
         mask it as a key and drop it as a query (its gradient must be zero)."""
         parts = rows.size(-1) // (heads * d_head)
         source, place = self._indices(parts, heads)
-        grid = _Gather.apply(rows.reshape(-1, d_head), source, place)
-        return grid.view(parts, self.batch, heads, self.length, d_head).unbind(0)
+        grid = _Gather.apply(rows.reshape(-1, d_head), source, place).view(parts, self.batch, heads, self.length, -1)
+        return grid.unbind(0) if parts > 1 else (grid.squeeze(0),)  # squeeze: no stack in backward
 
     def rows(self, heads: torch.Tensor) -> torch.Tensor:
         """(batch, heads, length, d_head) attention output -> (rows, heads * d_head): the real rows, in one gather."""
@@ -119,4 +119,4 @@ def packed_logits(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor) -
     tgt_mask = additive_mask(subsequent_mask(targets.size(1), device=tgt.device))
     memory = model.encode(src, src_mask, packing=sources)
     hidden = model.decode(memory, src_mask, tgt[:, :-1], tgt_mask, packing=decoder, memory_packing=sources)
-    return model.generator.proj(hidden), targets[scored]
+    return model.generator.proj(hidden), targets.flatten().index_select(0, decoder.index)
