@@ -3,7 +3,9 @@
 Both get the same shape (layers, d_model, heads, d_ff, pre-norm, no dropout), token embeddings scaled by
 sqrt(d_model) plus the same sinusoidal positions, a linear generator of the same size, the same padding
 and causal masks, the same optimiser, loss and clipping, and the very same batches (reverse, lengths
-10-19). The two models take turns batch by batch, so that other load on the machine hits both alike.
+10-19). Ours trains as the Trainer does, through `packing.packed_logits` (the real tokens only; the same loss
+and gradients as the padded pass). The two models take turns batch by batch, so that other load on the
+machine hits both alike.
 Prints one JSON object; ratio = ours / torch (above 1: ours is faster). The cpu figures count this
 thread's CPU time instead of wall time: other processes' load moves them far less. Target (issue 15):
 ratio >= 1.3.
