@@ -38,8 +38,8 @@ def attend(
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(d) + bias, masked) v for (batch, heads, len, d_head) tensors.
 
-    `mask` is boolean, True = may attend, broadcastable to (batch, heads, queries, keys), or untraced an
-    `masks.additive_mask` that leaves no row fully masked (built once for every call of a pass); `bias` (ALiBi) is
+    `mask` is boolean, True = may attend, broadcastable to (batch, heads, queries, keys), or (untraced only) a
+    `masks.additive_mask` with no row fully masked, built once for every call of a pass; `bias` (ALiBi) is
     float, broadcastable likewise, and the trace records the scores with it added. A query row with every
     key masked yields weights of exactly 0 (never NaN) on every path.
     """
@@ -67,7 +67,6 @@ def attend(
 def _floor(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """The most negative `dtype` value as a 0-d tensor on `device`, made once (not a new tensor per call)."""
     return torch.tensor(torch.finfo(dtype).min, dtype=dtype, device=device)
-
 
 
 def _written_out(q, k, v, mask, dropout_p, bias):
