@@ -108,6 +108,27 @@ def test_packed_pass_equals_the_padded_pass(variant):
         assert torch.allclose(a.grad, b.grad, atol=1e-6), name
 
 
+@pytest.mark.parametrize("dense", ["sources", "targets", "both"])
+def test_a_side_without_much_padding_runs_padded_with_the_same_result(dense):
+    """Under DENSE a side runs padded (its rows picked afterwards): the same logits, loss and gradients."""
+    src, tgt, vocab = batch()
+    if dense in ("sources", "both"):
+        src = torch.where(src == PAD, 7, src)  # every source as long as the longest
+    if dense in ("targets", "both"):
+        tgt = torch.where(tgt == PAD, 7, tgt)
+    assert (src != PAD).all() == (dense != "targets") and (tgt != PAD).all() == (dense != "sources")
+    padded = model(vocab)
+    packed = copy.deepcopy(padded)
+    logits = teacher_forced_logits(padded, src, tgt)
+    rows, targets = packed_logits(packed, src, tgt)
+    scored = tgt[:, 1:] != PAD
+    assert torch.allclose(rows, logits[scored], atol=1e-5) and torch.equal(targets, tgt[:, 1:][scored])
+    F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD).backward()
+    F.cross_entropy(rows, targets).backward()
+    for (name, a), b in zip(padded.named_parameters(), packed.parameters()):
+        assert torch.allclose(a.grad, b.grad, atol=1e-6), name
+
+
 def test_additive_mask_gives_the_boolean_masks_attention():
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 4, generator=g) for _ in range(3))
