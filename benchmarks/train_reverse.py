@@ -79,7 +79,8 @@ The identity recipe (2026-11-26, one thread pinned to a core of its own; first s
   steps (3,600 strings) but 13.6 ms a step, no faster than Adam at batch 24
   wall time, this script (04:31 UTC, load 1.2): 3.46 / 3.70 / 3.52 s on one thread (99.5 / 99.9 / 99.6%
   confirmed, 99.4 / 99.8 / 99.7% on 1,000 fresh strings); --threads 2 --repeats 5: 2.41 / 2.20 / 2.43 / 2.54 /
-  3.69 s
+  3.69 s; with the Trainer training on the real tokens only (transformer/packing.py; 08:38 UTC, load 0.8):
+  2.95 / 2.98 / 2.70 s (99% at step 250 / 250 / 225, 99.2 / 99.8 / 99.1% fresh)
 
     python benchmarks/train_reverse.py [--mode direct|job] [--repeats 3] [--threads 1] [--recipe identity|adam|muon]
 """
