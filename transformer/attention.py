@@ -215,6 +215,12 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(batch, length, heads * d_head))
 
 
+def joint_projections(module: nn.Module) -> list[nn.Parameter]:
+    """The joint q/k/v projection (`in_proj_weight`) of every MultiHeadAttention in `module`: Xavier's
+    initialisation and Muon treat each as its three blocks."""
+    return [m.in_proj_weight for m in module.modules() if isinstance(m, MultiHeadAttention)]
+
+
 def _split_projections(module: MultiHeadAttention, state: dict, prefix: str, metadata) -> None:
     """State-dict hook: the joint projection saved as its three parts, as checkpoints have always held them."""
     weight, bias = state.pop(prefix + "in_proj_weight"), state.pop(prefix + "in_proj_bias")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, joint_projections
 from .config import ModelConfig
 from .masks import subsequent_mask
 from .packing import Packing
@@ -173,7 +173,7 @@ class Embedding(nn.Module):
         """(batch, len, d_model), or with a `packing` its real rows only (rows, d_model)."""
         pos = self.positions(ids.size(1), offset)
         if packing is not None:
-            ids, pos = ids.flatten().index_select(0, packing.index), pos[0].index_select(0, packing.positions)
+            ids, pos = packing.pack(ids), pos[0].index_select(0, packing.positions)
         tokens = self.tokens(ids) * self.scale
         if not positions:
             pos = torch.zeros_like(pos)
@@ -205,7 +205,7 @@ class EncoderDecoder(nn.Module):
         self.encoder = Stack([EncoderLayer(config, i) for i in range(config.n_enc_layers)], config)
         self.decoder = Stack([DecoderLayer(config, i) for i in range(config.n_dec_layers)], config)
         self.generator = Generator(config)
-        joint = {id(m.in_proj_weight) for m in self.modules() if isinstance(m, MultiHeadAttention)}
+        joint = {id(p) for p in joint_projections(self)}
         for p in self.parameters():
             if p.dim() > 1:  # Xavier on each matrix: the joint q/k/v projection's three blocks one by one
                 for block in p.split(config.d_model) if id(p) in joint else (p,):

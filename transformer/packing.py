@@ -64,7 +64,7 @@ class Packing:
         return self.index % self.length
 
     def pack(self, grid: torch.Tensor) -> torch.Tensor:
-        """(batch, length, width) -> (rows, width): the real rows, in order."""
+        """(batch, length, ...) -> (rows, ...): the real rows, in order (ids, targets or hidden states)."""
         return grid.flatten(0, 1).index_select(0, self.index)
 
     def heads(self, rows: torch.Tensor, heads: int, d_head: int) -> tuple[torch.Tensor, ...]:
@@ -128,4 +128,4 @@ def packed_logits(model: EncoderDecoder, src: torch.Tensor, tgt: torch.Tensor) -
     hidden = model.decode(memory, src_mask, tgt[:, :-1], tgt_mask, packing=sparse[1], memory_packing=sparse[0])
     if sparse[1] is None:
         hidden = decoder.pack(hidden)
-    return model.generator.proj(hidden), targets.flatten().index_select(0, decoder.index)
+    return model.generator.proj(hidden), decoder.pack(targets)

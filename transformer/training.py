@@ -15,11 +15,11 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from .attention import PROJECTIONS, joint_projections
 from .bundle import ModelBundle
 from .config import ModelConfig, check_bounds
 from .devices import resolve_device
 from .evaluation import evaluate_pairs
-from .attention import PROJECTIONS, MultiHeadAttention
 from .model import EncoderDecoder
 from .packing import packed_logits
 from .special_tokens import PAD
@@ -206,7 +206,7 @@ def make_optimizers(model: EncoderDecoder, train: TrainConfig) -> list[torch.opt
         fused=True,  # one kernel for all parameters: the per-tensor loop cost ~2 ms of a ~20 ms step
     )]
     if matrices:
-        joint = {id(m.in_proj_weight) for m in model.modules() if isinstance(m, MultiHeadAttention)}
+        joint = {id(p) for p in joint_projections(model)}
         groups = [{"params": [p for p in matrices if id(p) not in joint]},
                   {"params": [p for p in matrices if id(p) in joint], "blocks": len(PROJECTIONS)}]
         optimizers.append(BatchedMuon(groups, lr=train.muon_lr, weight_decay=train.weight_decay))

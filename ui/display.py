@@ -140,11 +140,11 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
 
 
 def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: str, extra: str = "",
-                  width: int | None = None, csv: bool = True, caption: bool = True) -> None:
-    """Show `cross_figure(result, layer, head, extra)` at its own size (fitted into `width` if given) under
-    the chart key `key`, with the DECODER_ROWS caption unless `caption` is False, and a CSV of the weights
-    shown unless `csv` is False."""
-    fig = cross_figure(result, layer, head, extra)
+                  width: int | None = None, csv: bool = True, caption: bool = True, figure=None) -> None:
+    """Show `cross_figure(result, layer, head, extra)` (or `figure`, that figure already built) at its own size
+    (fitted into `width` if given) under the chart key `key`, with the DECODER_ROWS caption unless `caption` is
+    False, and a CSV of the weights shown unless `csv` is False."""
+    fig = cross_figure(result, layer, head, extra) if figure is None else figure
     if width:
         fit(fig, width)
     show_figure(fig, filename, key=key, width="content")

@@ -73,7 +73,8 @@ def at_a_glance(view: View, key: str, bundle) -> None:
     task, cfg = bundle.task, bundle.config
     text, result, error = decoded(view, key, bundle)
     focus = None if result is None else focus_head(result.cross.numpy(), task, text)
-    chart = GLANCE_TEXT_PX if focus is None else display.label_width(display.cross_figure(result, *focus))
+    figure = None if focus is None else display.cross_figure(result, *focus)
+    chart = GLANCE_TEXT_PX if figure is None else display.label_width(figure)
     left, right = display.fitted_row("home_glance", [GLANCE_TEXT_PX, chart])  # one above the other where narrow
     with left:
         st.subheader("Attention at a glance")
@@ -90,7 +91,7 @@ def at_a_glance(view: View, key: str, bundle) -> None:
     with right:
         layer, head = focus
         display.cross_heatmap(result, layer, head, filename=chart_filename(task.name, "cross", layer, head),
-                              key="fig-home-cross", csv=False)
+                              key="fig-home-cross", csv=False, figure=figure)
         with_head = f"layer {layer + 1}, head {head + 1}, the head that best follows the task's alignment" \
             if head is not None else f"layer {layer + 1}, averaged over its {cfg.n_heads} heads"
         st.caption(f"Cross-attention ({with_head}): bright cells show which input tokens the model looked at "
