@@ -20,9 +20,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from transformer.checkpoints import save_bundle  # noqa: E402
-from transformer.decoding import beam_search, greedy_decode  # noqa: E402
-from transformer.training import TrainConfig, Trainer  # noqa: E402
+from transformer.store.checkpoints import save_bundle  # noqa: E402
+from transformer.network.decoding import beam_search, greedy_decode  # noqa: E402
+from transformer.training.config import TrainConfig  # noqa: E402
+from transformer.training.trainer import Trainer  # noqa: E402
 
 OUT = ROOT / "assets" / "checkpoints" / "reverse-early.safetensors"
 STEPS, SEED, BEAM = 200, 1, 4

@@ -21,8 +21,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from transformer.checkpoints import save_bundle  # noqa: E402
-from transformer.training import TrainConfig, Trainer  # noqa: E402
+from transformer.store.checkpoints import save_bundle  # noqa: E402
+from transformer.training.config import TrainConfig  # noqa: E402
+from transformer.training.trainer import Trainer  # noqa: E402
 
 OUT = ROOT / "assets" / "checkpoints" / "positions"
 SCHEMES = ("sinusoidal", "learned", "rope", "alibi")

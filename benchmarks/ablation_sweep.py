@@ -24,10 +24,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from transformer import ablation  # noqa: E402
-from transformer.checkpoints import load_bundle  # noqa: E402
-from transformer.decoding import greedy_batch  # noqa: E402
-from transformer.evaluation import exact_matches  # noqa: E402
+from transformer.analysis import ablation  # noqa: E402
+from transformer.store.checkpoints import load_bundle  # noqa: E402
+from transformer.network.decoding import greedy_batch  # noqa: E402
+from transformer.analysis.evaluation import exact_matches  # noqa: E402
 from transformer.tasks import encode_pairs  # noqa: E402
 
 TARGET_S = 10.0

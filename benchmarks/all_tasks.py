@@ -1,4 +1,4 @@
-"""Every task trained from its preset (transformer.presets) to its bar, one JSON line per task.
+"""Every task trained from its preset (transformer.training.presets) to its bar, one JSON line per task.
 
 The clock starts as the job starts (the Trainer is built just before; imports excluded) and stops when the run
 ends: a held-out greedy exact match at the preset's bar confirmed on 1,000 held-out inputs, or the preset's steps
@@ -28,9 +28,10 @@ import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from transformer.evaluation import evaluate_bundle  # noqa: E402
-from transformer.presets import PRESETS, Preset  # noqa: E402
-from transformer.training import TrainConfig, Trainer  # noqa: E402
+from transformer.analysis.evaluation import evaluate_bundle  # noqa: E402
+from transformer.training.presets import PRESETS, Preset  # noqa: E402
+from transformer.training.config import TrainConfig  # noqa: E402
+from transformer.training.trainer import Trainer  # noqa: E402
 from train_reverse import run_job  # noqa: E402
 
 CONFIRM_SAMPLES = 1000

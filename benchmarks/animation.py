@@ -1,6 +1,6 @@
 """How long does a 20-frame animation take? Prints JSON.
 
-Builds the decode page's animation frames (transformer.animation.decode_specs: per frame the step's cross- and
+Builds the decode page's animation frames (transformer.charts.animation.decode_specs: per frame the step's cross- and
 decoder self-attention charts, i.e. two kaleido renders) for the shipped reverse model, cycling through its
 steps to reach --frames, and times the whole export (render every frame + write the file) as GIF and as MP4,
 with the kaleido browser already started (its start is reported apart). Target: <= 10 s each on 2 cores.
@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from transformer import animation  # noqa: E402
-from transformer.checkpoints import load_bundle  # noqa: E402
-from transformer.decoding import greedy_decode  # noqa: E402
-from transformer.export import image_export_available, shutdown  # noqa: E402
+from transformer.charts import animation  # noqa: E402
+from transformer.store.checkpoints import load_bundle  # noqa: E402
+from transformer.network.decoding import greedy_decode  # noqa: E402
+from transformer.charts.export import image_export_available, shutdown  # noqa: E402
 
 INPUT = "abcdefghijklmno"
 

@@ -50,10 +50,11 @@ from ui import runs  # noqa: E402
 from ui.run_settings import RunSettings  # noqa: E402
 from ui.tables.train import ALL_HEADS, TRAIN  # noqa: E402
 from transformer.charts.training import curves_figure, progress  # noqa: E402
-from transformer.job import TRAINING_THREADS, TrainingJob  # noqa: E402
-from transformer.probe import Probe, example_input  # noqa: E402
+from transformer.runs.job import TRAINING_THREADS  # noqa: E402
+from transformer.runs.thread_job import TrainingJob  # noqa: E402
+from transformer.runs.probe import Probe, example_input  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
-from transformer.training import Trainer  # noqa: E402
+from transformer.training.trainer import Trainer  # noqa: E402
 
 MODES = ("process", "warm", "thread", "warm2")
 

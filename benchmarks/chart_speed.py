@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from transformer.charts import head_grid, step_attention_rows, token_labels  # noqa: E402
 from transformer.charts.attention import WEIGHT_BAR  # noqa: E402
 from transformer.charts.common import FONT, WEIGHT_SCALE  # noqa: E402
-from transformer.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
+from transformer.charts.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
 from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, SIZE = 3, 8, 17

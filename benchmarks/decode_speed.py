@@ -32,12 +32,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from transformer.checkpoints import load_bundle  # noqa: E402
-from transformer.config import ModelConfig  # noqa: E402
-from transformer.decoding import beam_search, greedy_batch, greedy_decode  # noqa: E402
-from transformer.model import EncoderDecoder  # noqa: E402
-from transformer.special_tokens import EOS  # noqa: E402
-from transformer.tokenizers import CharTokenizer  # noqa: E402
+from transformer.store.checkpoints import load_bundle  # noqa: E402
+from transformer.network.config import ModelConfig  # noqa: E402
+from transformer.network.decoding import beam_search, greedy_batch, greedy_decode  # noqa: E402
+from transformer.network.model import EncoderDecoder  # noqa: E402
+from transformer.network.special_tokens import EOS  # noqa: E402
+from transformer.network.tokenizers import CharTokenizer  # noqa: E402
 
 SHAPES = {"3x8_d128": dict(n_enc_layers=3, n_dec_layers=3, d_model=128, n_heads=8, d_ff=512),
           "2x4_d64": dict(n_enc_layers=2, n_dec_layers=2, d_model=64, n_heads=4, d_ff=256)}

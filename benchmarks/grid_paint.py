@@ -42,11 +42,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from transformer.bundle import ModelBundle  # noqa: E402
 from transformer.charts import head_grid, token_labels  # noqa: E402
-from transformer.checkpoints import save_bundle  # noqa: E402
-from transformer.config import ModelConfig  # noqa: E402
-from transformer.decoding import greedy_decode, teacher_forced  # noqa: E402
-from transformer.export import browser_path  # noqa: E402
-from transformer.model import EncoderDecoder  # noqa: E402
+from transformer.store.checkpoints import save_bundle  # noqa: E402
+from transformer.network.config import ModelConfig  # noqa: E402
+from transformer.network.decoding import greedy_decode, teacher_forced  # noqa: E402
+from transformer.charts.export import browser_path  # noqa: E402
+from transformer.network.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
 from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
 

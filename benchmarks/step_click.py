@@ -217,8 +217,8 @@ def main() -> None:
 
     from conftest import CHROMIUM
     from ui.decodes import TOPK
-    from transformer.checkpoints import load_bundle
-    from transformer.decoding import greedy_decode
+    from transformer.store.checkpoints import load_bundle
+    from transformer.network.decoding import greedy_decode
 
     apptest, text = apptest_figures(args.clicks, args.repeats)
     bundle = load_bundle(CHECKPOINT)

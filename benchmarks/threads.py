@@ -30,7 +30,8 @@ def child(threads: int, where: str, steps: int) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from transformer.training import TrainConfig, Trainer
+    from transformer.training.config import TrainConfig
+    from transformer.training.trainer import Trainer
 
     torch.set_num_threads(threads)
     trainer = Trainer(TrainConfig())

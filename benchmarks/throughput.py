@@ -29,13 +29,13 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from transformer.config import ModelConfig  # noqa: E402
-from transformer.model import EncoderDecoder  # noqa: E402
-from transformer.packing import packed_logits  # noqa: E402
-from transformer.positional import sinusoidal_table  # noqa: E402
-from transformer.special_tokens import PAD  # noqa: E402
+from transformer.network.config import ModelConfig  # noqa: E402
+from transformer.network.model import EncoderDecoder  # noqa: E402
+from transformer.training.fast_forward import packed_logits  # noqa: E402
+from transformer.network.positional import sinusoidal_table  # noqa: E402
+from transformer.network.special_tokens import PAD  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
-from transformer.training import MODEL_DEFAULTS  # noqa: E402
+from transformer.training.config import MODEL_DEFAULTS  # noqa: E402
 
 # nn.Transformer warns that pre-norm layers cannot use its nested-tensor inference path; training never does.
 warnings.filterwarnings("ignore", message="enable_nested_tensor is True")

@@ -101,10 +101,12 @@ import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from transformer.job import TRAINING_THREADS, TrainingJob  # noqa: E402
-from transformer.presets import PRESETS  # noqa: E402
-from transformer.evaluation import evaluate_bundle  # noqa: E402
-from transformer.training import MODEL_DEFAULTS, TrainConfig, Trainer  # noqa: E402
+from transformer.runs.job import TRAINING_THREADS  # noqa: E402
+from transformer.runs.thread_job import TrainingJob  # noqa: E402
+from transformer.training.presets import PRESETS  # noqa: E402
+from transformer.analysis.evaluation import evaluate_bundle  # noqa: E402
+from transformer.training.config import MODEL_DEFAULTS, TrainConfig  # noqa: E402
+from transformer.training.trainer import Trainer  # noqa: E402
 
 TARGET = 0.99
 CONFIRM_SAMPLES = 1000

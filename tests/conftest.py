@@ -70,7 +70,7 @@ def one_torch_thread():
 @pytest.fixture(scope="module")
 def bundle():
     """The shipped reverse model, loaded independently of the app (test files may override this)."""
-    from transformer.checkpoints import load_bundle
+    from transformer.store.checkpoints import load_bundle
 
     return load_bundle(REVERSE)
 
@@ -148,7 +148,7 @@ class Server:
 def require_image_export() -> None:
     """Skip a test of server-side PNG/SVG export where it is unavailable (no Chromium for kaleido); under
     REQUIRE_BROWSER=1 (CI) fail instead."""
-    from transformer.export import image_export_available
+    from transformer.charts.export import image_export_available
 
     ok, reason = image_export_available()
     if not ok:

@@ -4,7 +4,7 @@ and a worker is given the sys.path of the process that starts it)."""
 
 from __future__ import annotations
 
-from transformer.probe import Probe
+from transformer.runs.probe import Probe
 
 
 class DivergingProbe(Probe):

@@ -11,10 +11,10 @@ import torch
 
 from conftest import REVERSE, needs_reverse
 from test_cli import cli
-from transformer import ablation as A
-from transformer.attention_maps import attention_maps
-from transformer.decoding import greedy_batch, greedy_decode
-from transformer.evaluation import exact_matches
+from transformer.analysis import ablation as A
+from transformer.analysis.attention_maps import attention_maps
+from transformer.network.decoding import greedy_batch, greedy_decode
+from transformer.analysis.evaluation import exact_matches
 from transformer.tasks import encode_pairs
 
 

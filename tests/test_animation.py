@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import needs_reverse, require_image_export
-from transformer import animation
+from transformer.charts import animation
 
 COLOURS = [(230, 159, 0), (0, 114, 178), (0, 158, 115), (213, 94, 0), (204, 121, 167)]
 
@@ -93,7 +93,7 @@ def test_compose_lays_images_side_by_side_under_a_caption():
 def test_decode_frames_are_the_figures_rendered(bundle):
     """Each frame holds the step's two charts exactly as figure_to_image renders them, and one frame per step."""
     require_image_export()
-    from transformer.decoding import greedy_decode
+    from transformer.network.decoding import greedy_decode
 
     result = greedy_decode(bundle.model, bundle.tokenizer, "abcde", k=5)
     specs = animation.decode_specs(result)

@@ -1,5 +1,6 @@
-"""attend() and MultiHeadAttention: both fast paths (written out for short sequences, SDPA for long ones) and
-the traced path agree, and the traced weights are a proper masked softmax that never turns into NaN."""
+"""The network's attention() and MultiHeadAttention: the weights are a proper masked softmax that never turns into
+NaN, the recorded scores and weights follow the formula, heads see their own slices (the fast training kernel is
+held equal to attention() in test_fast_forward.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.attention import WRITTEN_OUT_MAX, MultiHeadAttention, attend
-from transformer.masks import padding_mask, subsequent_mask
-from transformer.trace import AttentionTrace
+from transformer.network.attention import MultiHeadAttention, attention
+from transformer.network.masks import padding_mask, subsequent_mask
+from transformer.network.trace import AttentionTrace
 
 
 def qkv(batch=2, heads=3, queries=5, keys=5, d_head=4, seed=0, grad=False):
@@ -36,23 +37,8 @@ def masks(n: int = 5) -> dict[str, torch.Tensor | None]:
 
 def traced(q, k, v, mask):
     trace = AttentionTrace()
-    out = attend(q, k, v, mask, trace=trace, site=("encoder_self", 0))
+    out = attention(q, k, v, mask, trace=trace, site=("encoder_self", 0))
     return out, trace.attention["encoder_self"][0]
-
-
-LONG = 40  # LONG x LONG pairs: past WRITTEN_OUT_MAX, so the fast path is SDPA's
-assert LONG * LONG > WRITTEN_OUT_MAX >= 5 * 5
-
-
-@pytest.mark.parametrize("n", [5, LONG])
-@pytest.mark.parametrize("name", list(masks()))
-def test_fast_and_traced_paths_agree(name, n):
-    mask = masks(n)[name]
-    q, k, v = qkv(queries=n, keys=n)
-    fast = attend(q, k, v, mask)
-    slow, _ = traced(q, k, v, mask)
-    torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-5)
-    assert not fast.isnan().any() and not slow.isnan().any()
 
 
 @pytest.mark.parametrize("name", list(masks()))
@@ -89,13 +75,12 @@ def test_causal_weights_are_zero_above_the_diagonal():
     assert (rec.weights[..., ~above] > 0).all()
 
 
-@pytest.mark.parametrize("n", [5, LONG])
 @pytest.mark.parametrize("use_trace", [False, True])
-def test_all_masked_row_has_finite_output_and_gradient(use_trace, n):
-    q, k, v = qkv(queries=n, keys=n, grad=True)
-    mask = masks(n)["empty_row"]
+def test_all_masked_row_has_finite_output_and_gradient(use_trace):
+    q, k, v = qkv(grad=True)
+    mask = masks()["empty_row"]
     trace = AttentionTrace() if use_trace else None
-    out = attend(q, k, v, mask, trace=trace, site=("cross", 0))
+    out = attention(q, k, v, mask, trace=trace, site=("cross", 0))
     assert torch.equal(out[1, :, 0], torch.zeros_like(out[1, :, 0]))  # nothing to attend to: output 0
     out.square().sum().backward()
     for t in (q, k, v):
@@ -108,7 +93,7 @@ def test_trace_records_detached_tensors_under_autograd():
     assert not rec.scores.requires_grad and not rec.weights.requires_grad
 
 
-def test_multi_head_attention_paths_agree_and_split_heads():
+def test_multi_head_attention_traces_what_it_computes_and_splits_heads():
     torch.manual_seed(0)
     mha = MultiHeadAttention(d_model=16, n_heads=4, dropout=0.0)
     x, memory = torch.randn(2, 3, 16), torch.randn(2, 5, 16)

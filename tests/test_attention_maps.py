@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.attention_maps import AttentionMap, attention_maps
-from transformer.config import ModelConfig
-from transformer.decoding import greedy_decode
-from transformer.model import EncoderDecoder
+from transformer.analysis.attention_maps import AttentionMap, attention_maps
+from transformer.network.config import ModelConfig
+from transformer.network.decoding import greedy_decode
+from transformer.network.model import EncoderDecoder
 from transformer.tasks import make_task
 
 REVERSE = make_task("reverse")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import needs_reverse, on_a_fresh_server, open_app_page, screenshot, settle
-from transformer.export import image_export_available
+from transformer.charts.export import image_export_available
 
 pytestmark = [pytest.mark.browser, needs_reverse]
 GRID = ".st-key-attention_grid_cross"

@@ -13,8 +13,8 @@ import torch
 from conftest import REVERSE, needs_reverse, on_a_fresh_server, open_app_page, read_settled, screenshot, settle
 from ui import uploads
 from ui.tables.checkpoints import CHECKPOINTS
-from transformer.checkpoints import list_checkpoints, load_bundle
-from transformer.decoding import greedy_decode
+from transformer.store.checkpoints import list_checkpoints, load_bundle
+from transformer.network.decoding import greedy_decode
 
 ROW_PX = 35  # st.dataframe's header and row height
 VIEW = CHECKPOINTS.view()

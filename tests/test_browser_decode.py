@@ -10,8 +10,8 @@ import pytest
 from conftest import (
     REVERSE, needs_reverse, on_a_fresh_server, open_app_page, read_settled, screenshot, settle, wait_for_app,
 )
-from transformer.checkpoints import load_bundle
-from transformer.export import chart_filename
+from transformer.store.checkpoints import load_bundle
+from transformer.charts.export import chart_filename
 
 
 pytestmark = [pytest.mark.browser, needs_reverse]

@@ -19,8 +19,8 @@ import pytest
 from conftest import ROOT, needs_reverse, open_app_page, screenshot, settle
 from test_hostile import BOMB_MIB, endless, pt_zip_bomb, tiny_bundle, with_card
 from ui import uploads
-from transformer import budget
-from transformer.checkpoints import bundle_to_bytes
+from transformer.network import budget
+from transformer.store.checkpoints import bundle_to_bytes
 from transformer.tasks.custom import MAX_DATA_BYTES
 
 MB = 2**20

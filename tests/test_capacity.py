@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from transformer import capacity
-from transformer.capacity import QueueFullError, RunQueue
-from transformer.job import JobLimitError
+from transformer.runs import queue as capacity
+from transformer.runs.queue import QueueFullError, RunQueue
+from transformer.runs.job import JobLimitError
 
 
 class Run:

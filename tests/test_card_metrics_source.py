@@ -1,8 +1,8 @@
-"""The model card's wording of where its accuracies come from (transformer.cards.metrics_source)."""
+"""The model card's wording of where its accuracies come from (transformer.store.cards.metrics_source)."""
 
 from __future__ import annotations
 
-from transformer.cards import HELD_OUT_SOURCE, clean_card, metrics_source
+from transformer.store.cards import HELD_OUT_SOURCE, clean_card, metrics_source
 
 
 def test_metrics_source_names_the_runs_own_held_out_split_with_what_the_card_knows():

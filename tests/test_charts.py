@@ -8,7 +8,7 @@ import pytest
 
 from transformer import charts as C
 from transformer.charts.common import MASKED_COLOR
-from transformer.headstats import head_stats
+from transformer.analysis.heads import head_stats
 
 RNG = np.random.default_rng(0)
 VIRIDIS = plotly.colors.get_colorscale("Viridis")

@@ -18,22 +18,16 @@ import safetensors.torch
 import torch
 
 from conftest import Payload
-from transformer import checkpoints
+from transformer.store import checkpoints
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import (
-    CheckpointError,
-    bundle_metadata,
-    bundle_to_bytes,
-    list_checkpoints,
-    load_bundle,
-    load_state_dict_file,
-    read_info,
+from transformer.store.checkpoints import (
+    CheckpointError, bundle_metadata, bundle_to_bytes, list_checkpoints, load_bundle, load_state_dict_file, read_info,
     save_bundle,
 )
-from transformer.config import ModelConfig
-from transformer.decoding import greedy_batch
-from transformer.masks import padding_mask, target_mask
-from transformer.model import EncoderDecoder
+from transformer.network.config import ModelConfig
+from transformer.network.decoding import greedy_batch
+from transformer.network.masks import padding_mask, target_mask
+from transformer.network.model import EncoderDecoder
 from transformer.tasks import encode_pairs, make_task
 
 CARD = {"name": "tiny", "created": "2025-01-01T00:00:00+00:00", "steps": 7, "exact_match": 0.5}
@@ -379,7 +373,7 @@ def test_loading_a_checkpoint_does_not_import_torch_dynamo():
     """Building the model on the meta device to check a file imported torch._dynamo (2.4 s of a first load,
     which the first page to show a model paid); a fresh process loads the shipped model without it."""
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys\nfrom transformer.checkpoints import load_bundle\n"
+    code = ("import sys\nfrom transformer.store.checkpoints import load_bundle\n"
             "load_bundle('assets/checkpoints/reverse.safetensors')\nprint('torch._dynamo' in sys.modules)\n")
     run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(root)))

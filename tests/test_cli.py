@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from transformer.checkpoints import load_bundle
+from transformer.store.checkpoints import load_bundle
 from transformer.cli import main, parse_task_params
-from transformer.decoding import beam_search, greedy_decode
-from transformer.evaluation import evaluate_bundle
+from transformer.network.decoding import beam_search, greedy_decode
+from transformer.analysis.evaluation import evaluate_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--d-model", "32", "--heads", "2", "--d-ff", "64", "--eval-every", "10", "--eval-samples", "50"]

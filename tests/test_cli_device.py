@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.checkpoints import load_bundle
+from transformer.store.checkpoints import load_bundle
 from transformer.cli import main
 
 REVERSE = str(Path(__file__).resolve().parents[1] / "assets" / "checkpoints" / "reverse.safetensors")

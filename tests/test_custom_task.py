@@ -14,12 +14,13 @@ import pytest
 import torch
 
 from transformer import cli
-from transformer.checkpoints import CheckpointError, bundle_to_bytes, list_checkpoints, load_bundle, save_bundle
-from transformer.decoding import greedy_decode
+from transformer.store.checkpoints import CheckpointError, bundle_to_bytes, list_checkpoints, load_bundle, save_bundle
+from transformer.network.decoding import greedy_decode
 from transformer.tasks import CustomTask, TaskError, make_task, parse_pairs
 from transformer.tasks.custom import MAX_DATA_BYTES, MAX_FIELD_CHARS, MIN_PAIRS, digest, heldout_size
-from transformer.tokenizers import TokenizerError
-from transformer.training import TrainConfig, Trainer
+from transformer.network.tokenizers import TokenizerError
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "assets" / "data" / "roman_numerals.tsv"

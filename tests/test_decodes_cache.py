@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from conftest import needs_reverse
-from transformer.decoding import greedy_decode
+from transformer.network.decoding import greedy_decode
 from ui import decodes
 
 

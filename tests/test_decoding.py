@@ -9,14 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from transformer.config import ModelConfig
-from transformer.decoding import DecodeError, beam_search, greedy_batch, greedy_decode, teacher_forced
-from transformer.masks import padding_mask, target_mask
-from transformer.model import EncoderDecoder
-from transformer.special_tokens import BOS, EOS, PAD
+from transformer.network.config import ModelConfig
+from transformer.network.decoding import DecodeError, beam_search, greedy_batch, greedy_decode, teacher_forced
+from transformer.network.masks import padding_mask, target_mask
+from transformer.network.model import EncoderDecoder
+from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.tasks import encode_pairs, make_task
-from transformer.tokenizers import CharTokenizer, TokenizerError
-from transformer.trace import AttentionTrace
+from transformer.network.tokenizers import CharTokenizer, TokenizerError
+from transformer.network.trace import AttentionTrace
 
 TOKENIZER = CharTokenizer(string.ascii_lowercase)
 V = TOKENIZER.vocab_size

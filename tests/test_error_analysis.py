@@ -10,19 +10,20 @@ import numpy as np
 import pytest
 
 from conftest import REVERSE, ROOT, needs_reverse
-from transformer import error_analysis
-from transformer import lengths as lengths_module
-from transformer.budget import BudgetError
-from transformer.checkpoints import load_bundle
+from transformer.analysis import errors as error_analysis
+from transformer.analysis import lengths as lengths_module
+from transformer.network.budget import BudgetError
+from transformer.store.checkpoints import load_bundle
 from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy
 from transformer.cli import main
-from transformer.decoding import greedy_decode
-from transformer.error_analysis import analyse_errors
-from transformer.lengths import LengthError, check_fits, evaluate_lengths, parse_lengths
-from transformer.special_tokens import EOS
+from transformer.network.decoding import greedy_decode
+from transformer.analysis.errors import analyse_errors
+from transformer.analysis.lengths import LengthError, check_fits, evaluate_lengths, parse_lengths
+from transformer.network.special_tokens import EOS
 from transformer.tasks import Dates, Reverse, is_heldout
-from transformer.tokenizers import CharTokenizer
-from transformer.training import TrainConfig, Trainer
+from transformer.network.tokenizers import CharTokenizer
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 pytestmark = needs_reverse
 

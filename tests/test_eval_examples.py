@@ -1,11 +1,11 @@
-"""transformer.eval_examples: the worked examples behind an evaluation."""
+"""transformer.analysis.examples: the worked examples behind an evaluation."""
 
 from __future__ import annotations
 
 from conftest import REVERSE, needs_reverse
-from transformer.checkpoints import load_bundle
-from transformer.decoding import greedy_decode
-from transformer.eval_examples import decode_examples
+from transformer.store.checkpoints import load_bundle
+from transformer.network.decoding import greedy_decode
+from transformer.analysis.examples import decode_examples
 
 @needs_reverse
 def test_decode_examples_agree_with_step_by_step_decoding():

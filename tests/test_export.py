@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 
 from conftest import require_image_export
-from transformer import export
+from transformer.charts import export
 from transformer.charts import attention_heatmap, token_labels
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transformer.headstats import alignment_score, best_aligned_head, entropy_bits, head_stats, max_weight
+from transformer.analysis.heads import alignment_score, best_aligned_head, entropy_bits, head_stats, max_weight
 
 
 def test_entropy_in_bits_for_known_distributions():

@@ -25,25 +25,21 @@ import pytest
 import safetensors.torch
 import torch
 
-from transformer import budget, checkpoints
-from transformer.budget import BudgetError
+from transformer.network import budget
+from transformer.store import checkpoints
+from transformer.network.budget import BudgetError
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import (
-    CheckpointError,
-    bundle_metadata,
-    list_checkpoints,
-    load_bundle,
-    load_state_dict_file,
-    read_info,
-    save_bundle,
+from transformer.store.checkpoints import (
+    CheckpointError, bundle_metadata, list_checkpoints, load_bundle, load_state_dict_file, read_info, save_bundle,
 )
 from transformer.cli import ZOO, main
-from transformer.config import ModelConfig
-from transformer.decoding import DecodeBudgetError, DecodeError, greedy_decode
-from transformer.model import EncoderDecoder
-from transformer.special_tokens import EOS
+from transformer.network.config import ConfigError, ModelConfig
+from transformer.network.decoding import DecodeBudgetError, DecodeError, greedy_decode
+from transformer.network.model import EncoderDecoder
+from transformer.network.special_tokens import EOS
 from transformer.tasks import make_task
-from transformer.training import TrainConfig, Trainer
+from transformer.training.config import TrainConfig, model_config, run_estimate
+from transformer.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 2**20
@@ -215,11 +211,20 @@ def test_parameter_count_is_exact(shape):
         assert budget.parameter_count(config) == EncoderDecoder(config).num_parameters()
 
 
-def test_planned_config_is_the_trainers():
+def test_one_function_builds_a_runs_model_config():
     for train, overrides in [(TrainConfig(), {}), (TrainConfig(task="dates"), {"d_model": 32, "n_heads": 2})]:
         task = make_task(train.task, **train.task_params)
-        planned = budget.planned_model_config(task, task.make_tokenizer(train.seed), overrides)
+        planned = model_config(task, task.make_tokenizer(train.seed), overrides)
         assert planned == Trainer(train, overrides).model.config
+        assert planned.src_vocab == planned.tgt_vocab == task.make_tokenizer(train.seed).vocab_size
+        assert all(getattr(planned, key) == value for key, value in overrides.items())
+    task = make_task("reverse")
+    for overrides, message in [({"max_len": 9}, "come from the task"), ({"colour": 1}, "colour"),
+                               ({"d_model": 7}, "d_model=7")]:
+        with pytest.raises(ConfigError, match=message):
+            model_config(task, task.make_tokenizer(0), overrides)
+    with pytest.raises(ConfigError, match="max_len 5 is too short"):
+        model_config(task, task.make_tokenizer(0), max_len=5)
 
 
 def test_limits_come_from_the_environment(monkeypatch):
@@ -235,13 +240,13 @@ def test_limits_come_from_the_environment(monkeypatch):
             budget.model_limit_mb()
     monkeypatch.setenv("AP_RUN_BUDGET_MB", "1")
     with pytest.raises(BudgetError, match="this training run would need about"):
-        budget.run_estimate(TrainConfig(), {}).check()
+        run_estimate(TrainConfig(), {}).check()
 
 
 ESTIMATE_CASES = {
     # a traced decode and its full attention matrices, as the decode and attention pages use them
     "decode": ("""
-        from transformer.decoding import greedy_decode
+        from transformer.network.decoding import greedy_decode
         from tests.test_hostile import endless, tiny_bundle
         bundle = endless(tiny_bundle(n_enc_layers=4, n_dec_layers=4, n_heads=16, max_len=384))
         text = "abcdefgh" * 16
@@ -253,17 +258,18 @@ ESTIMATE_CASES = {
                                        129, 384)),
     # two training steps and an evaluation of 1,000 held-out pairs
     "training": ("""
-        from transformer.training import TrainConfig, Trainer
+        from transformer.training.config import TrainConfig
+        from transformer.training.trainer import Trainer
         trainer = Trainer(TrainConfig(batch_size=512, confirm_samples=1000), {"n_enc_layers": 2, "n_dec_layers": 2})
         trainer.heldout(1000)
         def work():
             trainer.step(); trainer.step(); trainer.evaluate(1000)
-    """, lambda: budget.run_estimate(TrainConfig(batch_size=512, confirm_samples=1000),
+    """, lambda: run_estimate(TrainConfig(batch_size=512, confirm_samples=1000),
                                      {"n_enc_layers": 2, "n_dec_layers": 2})),
     # loading a 32 MB checkpoint
     "load": ("""
         import tempfile
-        from transformer.checkpoints import load_bundle, save_bundle
+        from transformer.store.checkpoints import load_bundle, save_bundle
         from tests.test_hostile import tiny_bundle
         path = tempfile.mkdtemp() + "/big.safetensors"
         save_bundle(tiny_bundle(n_enc_layers=2, n_dec_layers=2, d_model=384, n_heads=8, d_ff=1536), path)
@@ -493,7 +499,7 @@ def test_killed_save_leftovers_are_cleaned_at_the_next_save(tmp_path):
     path = tmp_path / "m.safetensors"
     code = textwrap.dedent(f"""
         import time
-        from transformer import checkpoints
+        from transformer.store import checkpoints
         from tests.test_hostile import tiny_bundle
         checkpoints.os.fsync = lambda fd: time.sleep(120)  # stuck mid-save, its temp file written and locked
         checkpoints.save_bundle(tiny_bundle(), {str(path)!r})

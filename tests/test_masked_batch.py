@@ -1,16 +1,16 @@
-"""transformer.masked_batch: a padded batch traced through the model with its masks."""
+"""transformer.analysis.masked_batch: a padded batch traced through the model with its masks."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from transformer.config import ModelConfig
-from transformer.masked_batch import BatchError, greedy_targets, masked_batch, weight_above_diagonal
-from transformer.model import EncoderDecoder
-from transformer.special_tokens import BOS, EOS, PAD
+from transformer.network.config import ModelConfig
+from transformer.analysis.masked_batch import BatchError, greedy_targets, masked_batch, weight_above_diagonal
+from transformer.network.model import EncoderDecoder
+from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.tasks import make_task
-from transformer.tokenizers import TokenizerError
+from transformer.network.tokenizers import TokenizerError
 
 PAIRS = [("ab", "ba"), ("abcdef", "fedcba"), ("xyzw", "wzyx")]
 
@@ -86,7 +86,7 @@ def test_batch_errors(setup):
 
 def test_greedy_targets_match_the_decoder(setup):
     model, tok = setup
-    from transformer.decoding import greedy_decode
+    from transformer.network.decoding import greedy_decode
 
     outs = greedy_targets(model, tok, ["ab", "xyzw"])
     assert outs == [greedy_decode(model, tok, s, max_len=9).output_text for s in ["ab", "xyzw"]]

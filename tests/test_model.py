@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.config import BOUNDS, NORMS, POSITIONALS, ConfigError, ModelConfig
-from transformer.masks import padding_mask, subsequent_mask, target_mask
-from transformer.model import DecoderCache, EncoderDecoder
-from transformer.positional import sinusoidal_table
-from transformer.trace import KINDS, AttentionTrace
+from transformer.network.config import BOUNDS, NORMS, POSITIONALS, ConfigError, ModelConfig
+from transformer.network.masks import padding_mask, subsequent_mask, target_mask
+from transformer.network.model import DecoderCache, EncoderDecoder
+from transformer.network.positional import sinusoidal_table
+from transformer.network.trace import KINDS, AttentionTrace
 
 VARIANTS = [(norm, positional) for norm in NORMS for positional in POSITIONALS]
 HEADS = 4

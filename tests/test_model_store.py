@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from transformer.model_store import ID_PATTERN, ModelStore, StoreError
+from transformer.store.model_store import ID_PATTERN, ModelStore, StoreError
 
 
 def test_a_kept_model_comes_back_from_a_new_store_with_the_same_weights(tmp_path, bundle):

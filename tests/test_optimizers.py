@@ -10,10 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-from transformer.attention import MultiHeadAttention
-from transformer.config import ConfigError, ModelConfig
-from transformer.model import IDENTITY_EMBED_SCALE, EncoderDecoder
-from transformer.training import FINAL_LR_FRACTION, BatchedMuon, TrainConfig, Trainer, muon_parameters, warmup_decay
+from transformer.network.attention import MultiHeadAttention
+from transformer.network.config import ConfigError, ModelConfig
+from transformer.network.model import IDENTITY_EMBED_SCALE, EncoderDecoder
+from transformer.training.optimizers import FINAL_LR_FRACTION, BatchedMuon, muon_parameters, warmup_decay
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32, "qk_norm": True}
 

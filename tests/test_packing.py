@@ -1,5 +1,6 @@
-"""Training on the real tokens only (transformer/packing.py): the packed pass gives the padded pass's logits,
-loss and gradients, for every model variant, and the Trainer trains through it."""
+"""The training forward (transformer/training/fast_forward.py: the real tokens only, a faster attention kernel)
+gives the network's padded pass's logits, loss and gradients, for every model variant, and the Trainer trains
+through it."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.attention import attend
-from transformer.config import ModelConfig
-from transformer.evaluation import teacher_forced_logits
-from transformer.masks import additive_mask, padding_mask, subsequent_mask
-from transformer.model import EncoderDecoder
-from transformer.packing import Packing, packed_logits
-from transformer.special_tokens import PAD
+from transformer.network.attention import MultiHeadAttention, attention
+from transformer.network.config import ModelConfig
+from transformer.analysis.evaluation import teacher_forced_logits
+from transformer.network.masks import padding_mask, subsequent_mask
+from transformer.network.positional import alibi_bias, alibi_slopes
+from transformer.network.model import EncoderDecoder
+from transformer.training.fast_forward import WRITTEN_OUT_MAX, additive_mask, fast_attention, packed_logits
+from transformer.training.packing import Grid, Packing
+from transformer.network.special_tokens import PAD
 from transformer.tasks import make_task
-from transformer.training import TrainConfig, Trainer
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 VARIANTS = {
     "default": {},
@@ -129,14 +133,39 @@ def test_a_side_without_much_padding_runs_padded_with_the_same_result(dense):
         assert torch.allclose(a.grad, b.grad, atol=1e-6), name
 
 
-def test_additive_mask_gives_the_boolean_masks_attention():
+LONG = 40  # LONG x LONG pairs: past WRITTEN_OUT_MAX, so the kernel is SDPA's
+assert LONG * LONG > WRITTEN_OUT_MAX >= 5 * 5
+
+
+@pytest.mark.parametrize("n", [5, LONG])
+@pytest.mark.parametrize("alibi", [False, True])
+def test_the_fast_kernel_computes_the_networks_attention(n, alibi):
+    """Written out (short) and SDPA (long), with additive masks and ALiBi's bias: attention()'s output, and its
+    gradients."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 3, 5, 4, generator=g) for _ in range(3))
-    ids = torch.tensor([[5, 5, 5, 5, 5], [5, 6, 0, 0, 0]])
-    for mask in (padding_mask(ids), subsequent_mask(5), padding_mask(ids) & subsequent_mask(5)):
-        assert torch.allclose(attend(q, k, v, additive_mask(mask)), attend(q, k, v, mask), atol=1e-6)
+    q, k, v = (torch.randn(2, 4, n, 8, generator=g, requires_grad=True) for _ in range(3))
+    ids = torch.tensor([[5] * n, [5, 6] + [0] * (n - 2)])
+    bias = alibi_bias(alibi_slopes(4), torch.arange(n), torch.arange(n)) if alibi else None
+    for mask in (padding_mask(ids), subsequent_mask(n), padding_mask(ids) & subsequent_mask(n)):
+        fast = fast_attention(q, k, v, additive_mask(mask), bias=bias)
+        plain = attention(q, k, v, mask, bias=bias)
+        assert torch.allclose(fast, plain, atol=1e-6)
+        grads = torch.autograd.grad(fast.square().sum(), (q, k, v))
+        for got, want in zip(grads, torch.autograd.grad(plain.square().sum(), (q, k, v))):
+            assert torch.allclose(got, want, atol=1e-5)
     additive = additive_mask(padding_mask(ids))
     assert additive.dtype == torch.float32 and additive[1, 0, 0, 2] == torch.finfo(torch.float32).min
+
+
+def test_a_grid_splits_and_merges_heads_as_the_network_does():
+    torch.manual_seed(0)
+    mha, grid = MultiHeadAttention(12, 3, 0.0), Grid(2, 5)
+    y = torch.randn(2, 5, 36)
+    for ours, theirs in zip(grid.heads(y, 3, 4), mha.split_heads(y)):
+        assert torch.equal(ours, theirs)
+    out = torch.randn(2, 3, 5, 4)
+    assert torch.equal(grid.rows(out), out.transpose(1, 2).reshape(2, 5, 12))
+    assert grid.pack(y) is y
 
 
 def test_trainer_trains_through_the_packed_pass_deterministically():

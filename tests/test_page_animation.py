@@ -12,7 +12,7 @@ import pytest
 from conftest import REVERSE, needs_reverse, require_image_export
 from plotly_specs import component, player_step, step_spec
 from test_animation import read_gif, read_mp4
-from transformer import animation
+from transformer.charts import animation
 
 PAGE = "pages/explore/decode.py"
 KEY = "decode_animation"
@@ -27,8 +27,8 @@ def page_frame(at, caption: str) -> np.ndarray:
 
 def own_caption(at, t: int) -> str:
     """Frame t's caption, from a decode of the page's input recomputed here."""
-    from transformer.checkpoints import load_bundle
-    from transformer.decoding import greedy_decode
+    from transformer.store.checkpoints import load_bundle
+    from transformer.network.decoding import greedy_decode
 
     bundle = load_bundle(REVERSE)
     result = greedy_decode(bundle.model, bundle.tokenizer, at.text_input(key="shared_input_widget").value, k=5)
@@ -80,7 +80,7 @@ def test_training_frames_are_the_train_page_figures(bundle):
     from types import SimpleNamespace
 
     from transformer.charts.training import curves_figure
-    from transformer.probe import run_probe
+    from transformer.runs.probe import run_probe
     from ui import animations, runs
 
     results = [(step, run_probe(bundle, text)) for step, text in ((0, "abc"), (50, "abcd"), (100, "abcde"))]

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.checkpoints import load_bundle
-from transformer.decoding import greedy_batch, greedy_decode
-from transformer.export import image_export_available
-from transformer.headstats import alignment_score
-from transformer.masks import padding_mask
-from transformer.special_tokens import BOS, EOS
-from transformer.trace import AttentionTrace
+from transformer.store.checkpoints import load_bundle
+from transformer.network.decoding import greedy_batch, greedy_decode
+from transformer.charts.export import image_export_available
+from transformer.analysis.heads import alignment_score
+from transformer.network.masks import padding_mask
+from transformer.network.special_tokens import BOS, EOS
+from transformer.network.trace import AttentionTrace
 
 from conftest import REVERSE, ROOT, needs_reverse, open_link
 from ui.markdown import plain
@@ -231,8 +231,8 @@ def test_a_model_without_known_alignment_still_shows_every_head(app):
     from streamlit.testing.v1 import AppTest
 
     from transformer.bundle import ModelBundle
-    from transformer.config import ModelConfig
-    from transformer.model import EncoderDecoder
+    from transformer.network.config import ModelConfig
+    from transformer.network.model import EncoderDecoder
     from transformer.tasks import make_task
 
     task = make_task("addition")

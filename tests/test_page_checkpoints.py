@@ -26,11 +26,11 @@ from ui.markdown import WORD_JOINER, literal, plain
 from ui.tables.checkpoints import CHECKPOINTS
 from ui.tables.decode import DECODE
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import bundle_metadata, list_checkpoints, load_bundle
-from transformer.config import ModelConfig
-from transformer.decoding import greedy_decode, teacher_forced
-from transformer.evaluation import evaluate_bundle
-from transformer.model import EncoderDecoder
+from transformer.store.checkpoints import bundle_metadata, list_checkpoints, load_bundle
+from transformer.network.config import ModelConfig
+from transformer.network.decoding import greedy_decode, teacher_forced
+from transformer.analysis.evaluation import evaluate_bundle
+from transformer.network.model import EncoderDecoder
 from transformer.tasks import make_task
 
 PAGE = "pages/models/checkpoints.py"

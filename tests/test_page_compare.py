@@ -15,9 +15,9 @@ from ui import model_registry as registry
 from ui import runs
 from ui.markdown import plain
 from ui.tables.compare import COMPARE
-from transformer.checkpoints import load_bundle
-from transformer.decoding import greedy_decode
-from transformer.evaluation import evaluate_pairs
+from transformer.store.checkpoints import load_bundle
+from transformer.network.decoding import greedy_decode
+from transformer.analysis.evaluation import evaluate_pairs
 
 PAGE = "pages/explore/compare.py"
 VIEW = COMPARE.view()
@@ -173,7 +173,7 @@ def test_an_input_only_one_model_can_read_is_an_error_for_the_other_alone(clean_
 
 def greedy_best(bundle, text: str) -> tuple[int, int]:
     """The head the page shows first: model A's best-aligned cross-attention head."""
-    from transformer.attention_maps import attention_maps
+    from transformer.analysis.attention_maps import attention_maps
 
     best = attention_maps(greedy_decode(bundle.model, bundle.tokenizer, text), bundle.task, text)["cross"]
     layer, head, _ = best.best_aligned() or (0, 0, None)

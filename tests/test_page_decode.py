@@ -16,18 +16,18 @@ from plotly_specs import array, component, player_choice, player_step, specs, st
 from transformer.bundle import ModelBundle
 from transformer.charts import token_labels
 from transformer.charts.common import display_piece
-from transformer.checkpoints import load_bundle
-from transformer.config import ModelConfig
-from transformer.decoding import beam_search, greedy_decode
-from transformer.export import chart_filename
-from transformer.masks import padding_mask
-from transformer.model import EncoderDecoder
-from transformer.special_tokens import BOS
+from transformer.store.checkpoints import load_bundle
+from transformer.network.config import ModelConfig
+from transformer.network.decoding import beam_search, greedy_decode
+from transformer.charts.export import chart_filename
+from transformer.network.masks import padding_mask
+from transformer.network.model import EncoderDecoder
+from transformer.network.special_tokens import BOS
 from transformer.tasks import make_task
-from transformer.tokenizers import CharTokenizer
+from transformer.network.tokenizers import CharTokenizer
 from ui.decodes import TOPK
 from ui.markdown import code, plain
-from transformer.trace import AttentionTrace
+from transformer.network.trace import AttentionTrace
 
 PAGE = "pages/explore/decode.py"
 pytestmark = needs_reverse
@@ -251,7 +251,7 @@ def linked(query: dict[str, str]):
 
 
 def test_a_link_restores_model_input_step_forcing_and_beam(clean_caches):
-    from transformer.checkpoints import load_bundle as load
+    from transformer.store.checkpoints import load_bundle as load
 
     copy = load(REVERSE.with_name("copy.safetensors"))
     greedy = greedy_decode(copy.model, copy.tokenizer, "hello")

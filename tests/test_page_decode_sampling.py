@@ -11,9 +11,9 @@ import torch
 
 from conftest import REVERSE, needs_reverse, open_link
 from plotly_specs import array, player_step, spec, step_spec
-from transformer.checkpoints import load_bundle
-from transformer.decoding import greedy_decode
-from transformer.sampling import SampleSettings, output_logits, samples
+from transformer.store.checkpoints import load_bundle
+from transformer.network.decoding import greedy_decode
+from transformer.network.sampling import SampleSettings, output_logits, samples
 from ui.markdown import code
 from ui.tables.decode import SAMPLES
 

@@ -11,12 +11,13 @@ import pytest
 
 from conftest import REVERSE, needs_reverse, open_link
 from plotly_specs import array, player_choice, player_step, specs
-from transformer.checkpoints import bundle_to_bytes, load_bundle
-from transformer.decoding import greedy_decode
-from transformer.error_analysis import analyse_errors
-from transformer.lengths import evaluate_lengths
-from transformer.special_tokens import EOS
-from transformer.training import TrainConfig, Trainer
+from transformer.store.checkpoints import bundle_to_bytes, load_bundle
+from transformer.network.decoding import greedy_decode
+from transformer.analysis.errors import analyse_errors
+from transformer.analysis.lengths import evaluate_lengths
+from transformer.network.special_tokens import EOS
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 from ui import uploads
 
 PAGE, DECODE = "pages/explore/errors.py", "pages/explore/decode.py"

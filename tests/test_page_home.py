@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ROOT, needs_reverse
 from plotly_specs import spec, title, z
-from transformer.decoding import greedy_decode
+from transformer.network.decoding import greedy_decode
 from ui.markdown import plain
 from ui.tables.home import HOME
 

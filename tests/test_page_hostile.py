@@ -32,8 +32,9 @@ from ui.markdown import plain
 from ui.run_settings import RunSettings, settings_problem
 from ui.tables.checkpoints import CHECKPOINTS
 from ui.tables.train import TRAIN
-from transformer import budget
-from transformer.checkpoints import bundle_metadata, bundle_to_bytes
+from transformer.network import budget
+from transformer.training.config import run_estimate
+from transformer.store.checkpoints import bundle_metadata, bundle_to_bytes
 
 CHECKPOINTS_PAGE, TRAIN_PAGE = "pages/models/checkpoints.py", "pages/models/train.py"
 INSPECT = CHECKPOINTS.view().widget_key("inspect")
@@ -278,8 +279,8 @@ def test_the_batch_size_range_follows_the_run_budget(clean_caches):
     assert 16 <= fits < 1024  # this shape leaves room for some batches, not for 1024
     box = at.number_input(key=view.widget_key("batch_size"))
     assert box.proto.max == fits and f"allows at most {fits:,}" in box.proto.help  # the widget's own range
-    assert not budget.run_estimate(settings_of(values | {"batch_size": fits + 1}).train, settings_of(values).model
+    assert not run_estimate(settings_of(values | {"batch_size": fits + 1}).train, settings_of(values).model
                                    ).fits()
-    assert budget.run_estimate(settings_of(values | {"batch_size": fits}).train, settings_of(values).model).fits()
+    assert run_estimate(settings_of(values | {"batch_size": fits}).train, settings_of(values).model).fits()
     default = open_link(TRAIN_PAGE, {})
     assert default.number_input(key=view.widget_key("batch_size")).proto.max == 1024  # the default model fits all

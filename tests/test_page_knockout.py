@@ -8,9 +8,9 @@ import numpy as np
 from conftest import needs_reverse, open_link
 from plotly_specs import array, player_step, specs, step_spec
 from test_page_attention import INPUT_BOX, PAGE, VIEW, big_heatmap, shown_input
-from transformer import ablation as A
-from transformer.decoding import greedy_decode
-from transformer.sampling import output_logits
+from transformer.analysis import ablation as A
+from transformer.network.decoding import greedy_decode
+from transformer.network.sampling import output_logits
 from ui import decodes
 from ui import model_registry as registry
 

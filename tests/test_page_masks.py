@@ -10,11 +10,11 @@ import torch
 
 from conftest import ROOT, needs_reverse
 from plotly_specs import spec, title, z
-from transformer.decoding import greedy_decode
-from transformer.masked_batch import varied_lengths
-from transformer.masks import padding_mask, subsequent_mask, target_mask
+from transformer.network.decoding import greedy_decode
+from transformer.analysis.masked_batch import varied_lengths
+from transformer.network.masks import padding_mask, subsequent_mask, target_mask
 from transformer.tasks import encode_pairs
-from transformer.trace import AttentionTrace
+from transformer.network.trace import AttentionTrace
 from ui import decodes
 from ui.markdown import plain
 from ui.tables.masks import MASKS
@@ -171,7 +171,7 @@ def test_another_model_starts_from_its_own_inputs(page):
     page.selectbox(key=KEY("row")).set_value(1).run()
     page.selectbox(key=MASKS.view().widget_key("model")).set_value("shipped:sort").run()
     assert not page.exception and not page.error
-    from transformer.checkpoints import load_bundle
+    from transformer.store.checkpoints import load_bundle
 
     sort = load_bundle(ROOT / "assets" / "checkpoints" / "sort.safetensors")
     assert page.text_area(key=INPUTS).value == "\n".join(varied_lengths(sort.task.examples()))

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 
 from plotly_specs import array, spec, title, z
 from transformer.bundle import ModelBundle
-from transformer.config import ModelConfig
-from transformer.model import EncoderDecoder
-from transformer.special_tokens import EOS
+from transformer.network.config import ModelConfig
+from transformer.network.model import EncoderDecoder
+from transformer.network.special_tokens import EOS
 from transformer.tasks import make_task
 from ui.tables.positions import POSITIONS
 

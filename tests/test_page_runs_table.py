@@ -12,7 +12,7 @@ from conftest import REVERSE, ROOT, needs_reverse
 from tiny_runs import stop, tiny_run
 from ui import model_registry as registry
 from ui import runs, runs_table
-from transformer.checkpoints import list_checkpoints, load_bundle
+from transformer.store.checkpoints import list_checkpoints, load_bundle
 
 PAGE = "pages/models/checkpoints.py"
 

@@ -27,17 +27,18 @@ from page_probes import DivergingProbe
 from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
 from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, preset_values, settings_of, values_of
-from transformer import capacity
-from transformer.capacity import RunQueue
+from transformer.runs import queue as capacity
+from transformer.runs.queue import RunQueue
 from transformer.charts.training import format_seconds, probe_filename, progress
-from transformer.config import BOUNDS, ModelConfig
-from transformer.decoding import greedy_decode
-from transformer.job import TrainingJob
-from transformer.worker import ProcessJob
-from transformer.probe import example_input, run_probe
-from transformer.presets import PRESETS
+from transformer.network.config import BOUNDS, ModelConfig
+from transformer.network.decoding import greedy_decode
+from transformer.runs.thread_job import TrainingJob
+from transformer.runs.process_job import ProcessJob
+from transformer.runs.probe import example_input, run_probe
+from transformer.training.presets import PRESETS
 from transformer.tasks import TASKS
-from transformer.training import TRAIN_BOUNDS, TrainConfig, Trainer
+from transformer.training.config import TRAIN_BOUNDS, TrainConfig
+from transformer.training.trainer import Trainer
 
 PAGE = "pages/models/train.py"
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the page of a server without CUDA")

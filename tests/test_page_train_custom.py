@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 from test_page_train import job_of, key, probe_chart, shown_step, state, train_page, wait_for  # noqa: F401
 
-from transformer.checkpoints import bundle_to_bytes, load_bundle
-from transformer.decoding import greedy_decode
+from transformer.store.checkpoints import bundle_to_bytes, load_bundle
+from transformer.network.decoding import greedy_decode
 from transformer.tasks.custom import MAX_DATA_BYTES, digest, parse_pairs
-from transformer.training import TrainConfig, Trainer
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 from ui import model_registry as registry
 from ui import runs, uploads
 from ui.markdown import plain

@@ -1,5 +1,5 @@
-"""Train page: per-task presets (transformer.presets) as its defaults, the qk-norm and optimizer options from the
-page to the worker and through the URL, and the live demo layout (settings folded while a run is live, the
+"""Train page: per-task presets (transformer.training.presets) as its defaults, the qk-norm and optimizer options
+from the page to the worker and through the URL, and the live demo layout (settings folded while a run is live, the
 probe's step marked on the curves)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from test_page_train import (  # noqa: F401 (train_page: the fixture)
 )
 from transformer.charts.stats import training_curves
 from transformer.charts.training import STEP_MARK, mark_step
-from transformer.presets import PRESETS
+from transformer.training.presets import PRESETS
 from transformer.tasks import CustomTask
-from transformer.training import TRAIN_BOUNDS
+from transformer.training.config import TRAIN_BOUNDS
 from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, stop_target
 
 PRESET_NOTE = "Preset for"

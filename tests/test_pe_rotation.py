@@ -1,4 +1,4 @@
-"""transformer.pe_rotation: the rotation that shifts sinusoidal encodings by k, and a model's own encodings."""
+"""transformer.analysis.positions: the rotation that shifts sinusoidal encodings by k, and a model's own encodings."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.config import ModelConfig
-from transformer.model import EncoderDecoder
-from transformer.pe_rotation import model_positions, pe_frequencies, rotation_demo, rotation_matrix
-from transformer.positional import sinusoidal_table
+from transformer.network.config import ModelConfig
+from transformer.network.model import EncoderDecoder
+from transformer.analysis.positions import model_positions, pe_frequencies, rotation_demo, rotation_matrix
+from transformer.network.positional import sinusoidal_table
 from transformer.tasks import make_task
 
 

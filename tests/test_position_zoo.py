@@ -1,6 +1,7 @@
 """The shipped models that differ only in their position scheme (assets/build_position_zoo.py): they load, differ
 in nothing but `positional`, meet their bar inside the trained lengths on fresh inputs, stay out of the model
-list, and the "Where it fails" page shows their numbers by input length as transformer.lengths computes them."""
+list, and the "Where it fails" page shows their numbers by input length as transformer.analysis.lengths computes
+them."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 from conftest import ROOT, open_link
 from plotly_specs import array, specs
 from transformer.charts.errors import scheme_lengths
-from transformer.checkpoints import load_bundle, read_info
-from transformer.evaluation import evaluate_bundle
-from transformer.lengths import evaluate_lengths
-from transformer.training import TrainConfig, Trainer
+from transformer.store.checkpoints import load_bundle, read_info
+from transformer.analysis.evaluation import evaluate_bundle
+from transformer.analysis.lengths import evaluate_lengths
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 FOLDER = ROOT / "assets" / "checkpoints" / "positions"
 SCHEMES = ("alibi", "learned", "rope", "sinusoidal")

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from transformer.budget import run_estimate
-from transformer.checkpoints import load_bundle
+from transformer.training.config import run_estimate
+from transformer.store.checkpoints import load_bundle
 from transformer.cli import build_parser, main, train_settings
-from transformer.presets import PRESETS, preset
+from transformer.training.presets import PRESETS, preset
 from transformer.tasks import TASKS
-from transformer.training import MODEL_DEFAULTS
+from transformer.training.config import MODEL_DEFAULTS
 
 
 def test_every_task_has_a_preset_that_validates():

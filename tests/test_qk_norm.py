@@ -9,16 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.budget import parameter_count
+from transformer.network.budget import parameter_count
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import load_bundle, save_bundle
-from transformer.config import ConfigError, ModelConfig
-from transformer.decoding import greedy_batch
-from transformer.masks import padding_mask, subsequent_mask, target_mask
-from transformer.model import EncoderDecoder
-from transformer.special_tokens import BOS, EOS
+from transformer.store.checkpoints import load_bundle, save_bundle
+from transformer.network.config import ConfigError, ModelConfig
+from transformer.network.decoding import greedy_batch
+from transformer.network.masks import padding_mask, subsequent_mask, target_mask
+from transformer.network.model import EncoderDecoder
+from transformer.network.special_tokens import BOS, EOS
 from transformer.tasks import encode_pairs, make_task
-from transformer.trace import AttentionTrace
+from transformer.network.trace import AttentionTrace
 
 TASK = make_task("reverse", min_len=2, max_len=6)
 TOKENIZER = TASK.make_tokenizer()

@@ -31,12 +31,13 @@ from pathlib import Path
 import pytest
 from worker_probes import FailingProbe, TextProbe
 
-from transformer.capacity import QueueFullError, RunQueue
-from transformer.decoding import greedy_decode
-from transformer.probe import Probe, ProbeResult
-from transformer.ray_jobs import CONNECT_TRIES, RAY_ADDRESS_ENV, RayJob, _Connector, _TrainingActor, make_job
-from transformer.training import TrainConfig
-from transformer.worker import ProcessJob
+from transformer.runs.queue import QueueFullError, RunQueue
+from transformer.network.decoding import greedy_decode
+from transformer.runs.probe import Probe, ProbeResult
+from transformer.runs.ray_job import CONNECT_TRIES, RAY_ADDRESS_ENV, RayJob, _Connector, _TrainingActor
+from transformer.runs import make_job
+from transformer.training.config import TrainConfig
+from transformer.runs.process_job import ProcessJob
 
 if importlib.util.find_spec("ray") is None:  # CI installs it (requirements-dev.txt has requirements-cluster.txt)
     if os.environ.get("CI"):
@@ -364,10 +365,11 @@ def test_a_run_no_node_can_hold_is_refused_at_once(cluster):
 
 CLIENT_RUN = """
 import json, sys
-from transformer.capacity import RunQueue
-from transformer.decoding import greedy_decode
-from transformer.ray_jobs import RayJob, make_job
-from transformer.training import TrainConfig
+from transformer.runs.queue import RunQueue
+from transformer.network.decoding import greedy_decode
+from transformer.runs import make_job
+from transformer.runs.ray_job import RayJob
+from transformer.training.config import TrainConfig
 
 job = make_job(TrainConfig.from_dict(json.loads(sys.argv[1])), json.loads(sys.argv[2]), max_steps=12,
                queue=RunQueue(limit=1))

@@ -9,7 +9,7 @@ from conftest import needs_reverse
 from plotly_specs import spec, specs
 from transformer.charts import attention_heatmap, head_grid, read_labels, token_labels
 from transformer.charts.common import display_piece
-from transformer.decoding import greedy_decode
+from transformer.network.decoding import greedy_decode
 from ui.display import DECODER_ROWS
 
 pytestmark = needs_reverse

@@ -1,4 +1,4 @@
-"""Sampling (transformer.sampling): the filters against a hand count, greedy as its limit, seeded draws, bad
+"""Sampling (transformer.network.sampling): the filters against a hand count, greedy as its limit, seeded draws, bad
 settings refused, the CLI's --sample contract and the sampling / top-k charts."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import torch
 
 from transformer.bundle import ModelBundle
 from transformer.charts import sampling_bars, topk_bar
-from transformer.checkpoints import save_bundle
+from transformer.store.checkpoints import save_bundle
 from transformer.cli import main
-from transformer.config import ModelConfig
-from transformer.decoding import DecodeError, greedy_decode
-from transformer.model import EncoderDecoder
-from transformer.sampling import SampleSettings, filter_logits, output_logits, sample, samples
-from transformer.special_tokens import EOS
+from transformer.network.config import ModelConfig
+from transformer.network.decoding import DecodeError, greedy_decode
+from transformer.network.model import EncoderDecoder
+from transformer.network.sampling import SampleSettings, filter_logits, output_logits, sample, samples
+from transformer.network.special_tokens import EOS
 from transformer.tasks import make_task
-from transformer.tokenizers import CharTokenizer, TokenizerError
+from transformer.network.tokenizers import CharTokenizer, TokenizerError
 
 TOKENIZER = CharTokenizer(string.ascii_lowercase)
 V = TOKENIZER.vocab_size

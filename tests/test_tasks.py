@@ -9,12 +9,12 @@ from datetime import date, datetime, timedelta
 import pytest
 import torch
 
-from transformer.special_tokens import BOS, EOS, PAD
+from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.tasks import (
     DATE_FORMATS, TASKS, LetterTask, TaskError, english_number, german_morphemes, german_number, is_heldout, make_task,
     stable_hash,
 )
-from transformer.tokenizers import CharTokenizer, SentencePieceTokenizer, TokenizerError
+from transformer.network.tokenizers import CharTokenizer, SentencePieceTokenizer, TokenizerError
 
 # Hand-written translations: the reference the Numbers task is checked against.
 GERMAN = {

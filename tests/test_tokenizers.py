@@ -9,8 +9,8 @@ import json
 import pytest
 import sentencepiece as spm
 
-from transformer.special_tokens import BOS, EOS, PAD, UNK
-from transformer.tokenizers import (
+from transformer.network.special_tokens import BOS, EOS, PAD, UNK
+from transformer.network.tokenizers import (
     SPECIALS, WORD_START, CharTokenizer, SentencePieceTokenizer, TokenizerError, tokenizer_from_dict,
 )
 

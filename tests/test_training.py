@@ -10,12 +10,14 @@ import time
 import pytest
 import torch
 
-from transformer import job as job_module
-from transformer import training
-from transformer.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
-from transformer.job import JobLimitError, TrainingJob
-from transformer.special_tokens import EOS, PAD
-from transformer.training import TrainConfig, Trainer
+from transformer.runs import thread_job as job_module
+from transformer.training.optimizers import FINAL_LR_FRACTION
+from transformer.analysis.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
+from transformer.runs.job import JobLimitError
+from transformer.runs.thread_job import TrainingJob
+from transformer.network.special_tokens import EOS, PAD
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 TINY_MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32}
 
@@ -120,7 +122,7 @@ def test_learning_rate_warms_up_then_decays_to_the_floor():
         trainer.step()
     assert rates[:10] == sorted(rates[:10]) and rates[9] == pytest.approx(1.0)
     assert rates[10:30] == sorted(rates[10:30], reverse=True) and rates[20] == pytest.approx(0.51)
-    assert rates[30:] == pytest.approx([training.FINAL_LR_FRACTION] * 10)
+    assert rates[30:] == pytest.approx([FINAL_LR_FRACTION] * 10)
 
 
 def test_divergence_is_reported():

@@ -16,13 +16,15 @@ import pytest
 import torch
 from worker_probes import FailingProbe, TextProbe
 
-from transformer.capacity import QueueFullError, RunQueue
-from transformer.decoding import greedy_decode
-from transformer.devices import resolve_device
-from transformer.job import JobLimitError, TrainingJob
-from transformer.probe import Probe, ProbeResult
-from transformer.training import TrainConfig, Trainer
-from transformer.worker import ProcessJob
+from transformer.runs.queue import QueueFullError, RunQueue
+from transformer.network.decoding import greedy_decode
+from transformer.training.devices import resolve_device
+from transformer.runs.job import JobLimitError
+from transformer.runs.thread_job import TrainingJob
+from transformer.runs.probe import Probe, ProbeResult
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
+from transformer.runs.process_job import ProcessJob
 
 TINY_MODEL = {"n_enc_layers": 1, "n_dec_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32}
 TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, steps=100_000, batch_size=8,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT
-from transformer.checkpoints import load_bundle, read_info
-from transformer.decoding import beam_search, greedy_decode
-from transformer.evaluation import evaluate_bundle
+from transformer.store.checkpoints import load_bundle, read_info
+from transformer.network.decoding import beam_search, greedy_decode
+from transformer.analysis.evaluation import evaluate_bundle
 from transformer.tasks import TASKS
 
 ZOO = ROOT / "assets" / "checkpoints"

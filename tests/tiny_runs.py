@@ -7,10 +7,10 @@ import dataclasses
 
 from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings
-from transformer.job import TrainingJob
-from transformer.probe import Probe, example_input
+from transformer.runs.thread_job import TrainingJob
+from transformer.runs.probe import Probe, example_input
 from transformer.tasks import make_task
-from transformer.training import Trainer
+from transformer.training.trainer import Trainer
 
 SMALL = {**MODEL_DEFAULTS_ALL, "d_model": 16, "n_heads": 2, "d_ff": 32, "n_enc_layers": 1, "n_dec_layers": 1}
 

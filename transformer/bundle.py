@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .model import EncoderDecoder
+from transformer.network.model import EncoderDecoder
 from .tasks import Task
-from .tokenizers import Tokenizer
+from transformer.network.tokenizers import Tokenizer
 
 
 @dataclass
@@ -16,7 +16,7 @@ class ModelBundle:
     `card` holds plain JSON-able facts: name, created (ISO time), steps, seconds, exact_match,
     token_accuracy, loss, and anything else worth showing. Treat the model as read-only once built:
     cached bundles are shared by every browser session. `notes` says what loading had to drop from the
-    file's card (see transformer.cards); safe to show, never holding the dropped values.
+    file's card (see transformer.store.cards); safe to show, never holding the dropped values.
     """
 
     model: EncoderDecoder

@@ -3,7 +3,7 @@
     train  --task NAME [--task-param k=v ...] [--steps N] [--max-seconds S] [--target-accuracy A]
            (or --task-file PAIRS.tsv|.csv [--tokenization char|sentencepiece]: your own two-column data)
            [--seed K] [model and training options, --device auto|cpu|cuda among them] --out PATH [--name NAME]
-           (no model shape or recipe flag: the task's preset from transformer.presets; --steps may still be set)
+           (no model shape or recipe flag: the task's preset, transformer.training.presets; --steps may still be set)
     eval   --checkpoint PATH [--samples N] [--seed K] [--device auto|cpu|cuda] [--lengths A-B]
     decode --checkpoint PATH --input TEXT [--json] [--beam K] [--topk K]
            [--sample [--temperature T] [--top-k K] [--top-p P] [--seed S]]
@@ -14,7 +14,7 @@ Results go to stdout (for `train` and `eval` the last line is one JSON object); 
 Bad input of any kind exits with status 2 and one line on stderr starting with "error: ", before any work
 where it can be known before: `--out` is checked before training (a writable place, a regular file, not
 a shipped model unless --force), and a run, an evaluation or a decode whose estimated memory exceeds its
-budget (transformer.budget: AP_RUN_BUDGET_MB, AP_MODEL_BUDGET_MB) is refused with the estimate.
+budget (transformer.network.budget: AP_RUN_BUDGET_MB, AP_MODEL_BUDGET_MB) is refused with the estimate.
 Every JSON output is strict JSON: a non-finite number is written as null, and `decode --json` then says
 how many there were. Negative numbers are values (`--lr -1`, `--lr -inf`), never taken for flags.
 Checkpoints ending in `.pt` are read as PyTorch state dicts (see `checkpoints.load_state_dict_file`).
@@ -33,21 +33,23 @@ import tempfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from .ablation import MODES, Head, ablated, check_heads, exact_match, head_means, importance
-from .budget import evaluation_estimate, run_estimate
+from transformer.analysis.ablation import MODES, Head, ablated, check_heads, exact_match, head_means, importance
+from transformer.network.budget import evaluation_estimate
+from transformer.training.config import run_estimate
 from .bundle import ModelBundle
-from .checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
-from .config import INITS, NORMS, POSITIONALS, ModelConfig
-from .decoding import beam_search, check_decode_budget, greedy_decode
-from .devices import DEVICES, resolve_device
-from .sampling import SampleSettings, sample
-from .evaluation import check_samples, evaluate_bundle
-from .job import TrainingJob
-from .lengths import evaluate_lengths, parse_lengths
-from .presets import PRESETS
+from transformer.store.checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
+from transformer.network.config import INITS, NORMS, POSITIONALS, ModelConfig
+from transformer.network.decoding import beam_search, check_decode_budget, greedy_decode
+from transformer.training.devices import DEVICES, resolve_device
+from transformer.network.sampling import SampleSettings, sample
+from transformer.analysis.evaluation import check_samples, evaluate_bundle
+from transformer.runs.thread_job import TrainingJob
+from transformer.analysis.lengths import evaluate_lengths, parse_lengths
+from transformer.training.presets import PRESETS
 from .tasks import TASKS, CustomTask
-from .tasks.custom import TOKENIZATIONS, parse_pairs, read_data_file
-from .training import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, TrainConfig, Trainer
+from transformer.tasks.custom import TOKENIZATIONS, parse_pairs, read_data_file
+from transformer.training.config import MODEL_DEFAULTS, OPTIMIZERS, SCHEDULES, TrainConfig
+from transformer.training.trainer import Trainer
 
 ZOO = Path(__file__).resolve().parents[1] / "assets" / "checkpoints"
 BAR_WIDTH = 20
@@ -128,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("training", TRAIN_OPTIONS, "train_", TrainConfig().to_dict()),
     ):
         group = train.add_argument_group(f"{title} options", "without any model or recipe option: the task's "
-                                         "preset (transformer.presets) instead of the defaults shown")
+                                         "preset (transformer.training.presets) instead of the defaults shown")
         for flag, (field, kind, help_text) in options.items():
             group.add_argument(flag, dest=prefix + field, type=_on_off if kind == "on_off" else kind,
                                metavar=field.upper(),
@@ -420,7 +422,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _eval_lengths(args: argparse.Namespace, bundle: ModelBundle, lengths: tuple[int, int]) -> int:
-    """`eval --lengths A-B`: one JSON object with the trained range and a row per length (transformer.lengths)."""
+    """`eval --lengths A-B`: one JSON object with the trained range and a row per length (analysis.lengths)."""
     def progress(done: int, total: int) -> None:
         sys.stderr.write(f"\revaluated {done}/{total} lengths")
 

@@ -9,9 +9,11 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 import streamlit as st
 
-from transformer.animation import FORMATS, FPS_CHOICES, MIME_TYPES, FrameSpec, animation_bytes, decode_specs, thin
+from transformer.charts.animation import (
+    FORMATS, FPS_CHOICES, MIME_TYPES, FrameSpec, animation_bytes, decode_specs, thin,
+)
 from transformer.charts.training import curves_figure, mark_step
-from transformer.export import ExportError, chart_filename, image_export_available
+from transformer.charts.export import ExportError, chart_filename, image_export_available
 
 from . import runs
 from .tables.train import ALL_HEADS

@@ -23,10 +23,10 @@ import streamlit as st
 import torch
 from plotly.basedatatypes import BaseFigure
 
-from transformer import ablation
-from transformer.attention_maps import AttentionMap, attention_maps
-from transformer.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
-from transformer.sampling import output_logits
+from transformer.analysis import ablation
+from transformer.analysis.attention_maps import AttentionMap, attention_maps
+from transformer.network.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
+from transformer.network.sampling import output_logits
 
 from . import model_registry as registry
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from transformer import charts
 from transformer.charts.common import COLORBAR_PX
-from transformer.export import chart_config, matrix_to_csv
+from transformer.charts.export import chart_config, matrix_to_csv
 
 from .markdown import code
 from .sidebar import EXPORT_FORMAT, presenting

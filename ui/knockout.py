@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from transformer.ablation import MODES, Head, all_heads
+from transformer.analysis.ablation import MODES, Head, all_heads
 from transformer.charts import KIND_TITLES
 from ui.display import output
 from ui.state import View

@@ -1,7 +1,7 @@
 """The models a session can use: shipped checkpoints (cached, shared read-only by every session) and
 models trained or uploaded in this session. One of them is active; every page uses the active one.
 
-A trained or uploaded model is also kept in the server's model store (`transformer.model_store`) under an
+A trained or uploaded model is also kept in the server's model store (`transformer.store.model_store`) under an
 unguessable id, which is its key (`trained:<id>`): a reload, a link or a restarted server finds it there for
 as long as the store keeps it."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import streamlit as st
 
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
-from transformer.model_store import ModelStore, StoreError
+from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
+from transformer.store.model_store import ModelStore, StoreError
 
 from . import state
 

@@ -11,11 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer.budget import planned_model_config, run_estimate, training_estimate
-from transformer.evaluation import EVAL_CHUNK
-from transformer.config import BOUNDS, ModelConfig
+from transformer.training.config import model_config, run_estimate
+from transformer.network.budget import training_estimate
+from transformer.network.budget import EVAL_CHUNK
+from transformer.network.config import BOUNDS, ModelConfig
 from transformer.tasks import TASKS, CustomTask, Task, make_task
-from transformer.training import MODEL_DEFAULTS, TrainConfig
+from transformer.training.config import MODEL_DEFAULTS, TrainConfig
 
 TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
 MODEL_CHOICES = ("norm", "positional", "qk_norm", "init")  # the model settings that are not numbers
@@ -106,7 +107,7 @@ def largest_batch(settings: RunSettings, ceiling: int) -> int | None:
     they are (None when the settings cannot be built, or not even a batch of one fits)."""
     try:
         task = make_task(settings.train.task, **settings.train.task_params)
-        config = planned_model_config(task, task.make_tokenizer(settings.train.seed), settings.model)
+        config = model_config(task, task.make_tokenizer(settings.train.seed), settings.model)
     except (ValueError, TypeError):
         return None
     rows = min(EVAL_CHUNK, max(settings.train.eval_samples, settings.train.confirm_samples))

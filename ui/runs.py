@@ -4,11 +4,11 @@ pages never stops training) and ends those whose session is gone; and the few th
 for its own next run (a start request, a message, the figures it last built, drawn by the same functions
 as every page's).
 
-The job is created in `new_run` and used only through Run's methods: a transformer.worker.ProcessJob, so
+The job is created in `new_run` and used only through Run's methods: a transformer.runs.process_job.ProcessJob, so
 each run trains in a worker process of its own (never a thread of the web server), takes one of the
-server's training slots or waits in its line (transformer.capacity: AP_MAX_RUNS, AP_MAX_QUEUED), and ends
+server's training slots or waits in its line (transformer.runs.queue: AP_MAX_RUNS, AP_MAX_QUEUED), and ends
 with the server; or, when AP_RAY_ADDRESS names a Ray cluster, a RayJob with the same API whose worker Ray
-places on the cluster (transformer.ray_jobs.make_job picks). A run lives in its session's st.session_state
+places on the cluster (transformer.runs.ray_job.make_job picks). A run lives in its session's st.session_state
 only: a session sees and controls its own runs and no other. benchmarks/app_train.py runs the same Run, probe
 and figures, so it measures what the page runs.
 """
@@ -27,14 +27,16 @@ from typing import Any
 import streamlit as st
 
 from transformer.bundle import ModelBundle
-from transformer.capacity import server_queue
+from transformer.runs.queue import server_queue
 from transformer.charts import with_title_line
-from transformer.job import TRAINING_THREADS, JobSnapshot
-from transformer.probe import Probe, ProbeResult, example_input, run_probe
+from transformer.runs.job import TRAINING_THREADS, JobSnapshot
+from transformer.runs.probe import Probe, ProbeResult, example_input, run_probe
 from transformer.tasks import Task, make_task
-from transformer.training import TrainConfig, Trainer
-from transformer.ray_jobs import configured_address, make_job, ray_available
-from transformer.worker import ProcessJob, launch_worker
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
+from transformer.runs.ray_job import configured_address, ray_available
+from transformer.runs import make_job
+from transformer.runs.process_job import ProcessJob, launch_worker
 from ui import display
 from ui import model_registry as registry
 from ui.run_settings import RunSettings

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from transformer.checkpoints import bundle_to_bytes
+from transformer.store.checkpoints import bundle_to_bytes
 from transformer.tasks import TASKS
 
 from . import model_registry as registry

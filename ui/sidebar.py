@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from transformer.cards import HELD_OUT_SOURCE
+from transformer.store.cards import HELD_OUT_SOURCE
 
 from . import model_registry as registry
 from .markdown import literal

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from transformer.budget import BudgetError, decode_estimate
+from transformer.network.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
-from transformer.checkpoints import CheckpointError, load_bundle, load_state_dict_file
+from transformer.store.checkpoints import CheckpointError, load_bundle, load_state_dict_file
 
 from . import model_registry as registry
 

@@ -15,13 +15,13 @@ from ui.state import View
 from ui.tables.masks import GREEDY, KINDS, MASKS, TARGETS
 from ui.widgets import finish, header, require_model
 from transformer import charts
-from transformer.export import chart_filename, without_masked
-from transformer.masked_batch import (
+from transformer.charts.export import chart_filename, without_masked
+from transformer.analysis.masked_batch import (
     MAX_BATCH, MIN_BATCH, MaskedBatch, check_sources, greedy_targets, masked_batch, varied_lengths,
     weight_above_diagonal,
 )
-from transformer.masks import subsequent_mask
-from transformer.special_tokens import PAD
+from transformer.network.masks import subsequent_mask
+from transformer.network.special_tokens import PAD
 
 TARGET_CHOICES = {"correct": "the task's correct answer (as in training)", GREEDY: "the model's own greedy output"}
 SHORT_KIND = {"encoder_self": "Encoder self", "decoder_self": "Decoder self", "cross": "Cross"}

@@ -18,11 +18,11 @@ from ui.tables.positions import MAX_DIMS, POSITIONS
 from ui.widgets import finish, header, require_model, verdict
 from transformer import charts
 from transformer.charts import positions_inside
-from transformer.decoding import teacher_forced
-from transformer.headstats import alignment_score, focus_head
-from transformer.pe_rotation import RopeDemo, alibi_biases, model_positions, rope_demo, rotation_demo
-from transformer.positional import IN_ATTENTION, sinusoidal_table
-from transformer.trace import EmbeddingRecord
+from transformer.network.decoding import teacher_forced
+from transformer.analysis.heads import alignment_score, focus_head
+from transformer.analysis.positions import RopeDemo, alibi_biases, model_positions, rope_demo, rotation_demo
+from transformer.network.positional import IN_ATTENTION, sinusoidal_table
+from transformer.network.trace import EmbeddingRecord
 
 DEMO_POSITIONS = (0, 1, 2, 5, 10, 20, 50, 100, 200)
 SHOWN_PAIRS = 2  # 2x2 blocks of M_k written out as a formula

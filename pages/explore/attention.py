@@ -19,12 +19,12 @@ from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
 from ui.widgets import current_input, finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
 from transformer import charts
-from transformer.ablation import Head
-from transformer.attention_maps import AttentionMap
+from transformer.analysis.ablation import Head
+from transformer.analysis.attention_maps import AttentionMap
 from transformer.charts.compare import difference_heatmap
-from transformer.decoding import DecodeError, DecodeResult
-from transformer.export import chart_filename, figure_to_html, figure_to_image, image_export_available
-from transformer.tokenizers import TokenizerError
+from transformer.network.decoding import DecodeError, DecodeResult
+from transformer.charts.export import chart_filename, figure_to_html, figure_to_image, image_export_available
+from transformer.network.tokenizers import TokenizerError
 
 KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",
               "decoder_self": "Decoder self-attention"}

@@ -20,14 +20,14 @@ from ui.tables.attention import KINDS
 from ui.tables.compare import COMPARE
 from ui.widgets import NO_MODEL, finish, header, input_picker, verdict
 from transformer import charts
-from transformer.attention_maps import AttentionMap
-from transformer.budget import BudgetError, evaluation_estimate
+from transformer.analysis.attention_maps import AttentionMap
+from transformer.network.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
 from transformer.charts.compare import difference_heatmap, pair_heatmaps, score_bars
-from transformer.decoding import DecodeError, DecodeResult
-from transformer.evaluation import evaluate_pairs
-from transformer.export import chart_filename
-from transformer.tokenizers import TokenizerError
+from transformer.network.decoding import DecodeError, DecodeResult
+from transformer.analysis.evaluation import evaluate_pairs
+from transformer.charts.export import chart_filename
+from transformer.network.tokenizers import TokenizerError
 
 SIDES = ("A", "B")
 KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",

@@ -21,15 +21,15 @@ from ui.sidebar import EXPORT_FORMAT, presenting
 from ui.step_player import CHIP, CHIP_STYLES, FORCED_RING
 from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
 from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
-from transformer.animation import STEP_KINDS, decode_step_spec
+from transformer.charts.animation import STEP_KINDS, decode_step_spec
 from transformer.charts import TOPK_SCALES, sampling_bars, token_labels, topk_spec
 from transformer.charts.common import display_piece
-from transformer.decoding import DecodeError, DecodeResult
-from transformer.export import chart_filename
-from transformer.sampling import SampleResult, SampleSettings, samples
-from transformer.special_tokens import BOS, PAD, UNK
+from transformer.network.decoding import DecodeError, DecodeResult
+from transformer.charts.export import chart_filename
+from transformer.network.sampling import SampleResult, SampleSettings, samples
+from transformer.network.special_tokens import BOS, PAD, UNK
 from transformer.tasks import TaskError
-from transformer.tokenizers import TokenizerError
+from transformer.network.tokenizers import TokenizerError
 
 SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
 CHANNEL = "decode"  # the step player's channel: its charts follow it

@@ -23,9 +23,9 @@ from ui.tables.errors import ERRORS, MAX_LENGTH, PER_LENGTH, SAMPLES
 from ui.tables.shared import PRESENTER
 from ui.widgets import finish, header, require_model
 from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy, scheme_lengths
-from transformer.error_analysis import ErrorAnalysis, Failure, analyse_errors
-from transformer.export import chart_filename
-from transformer.lengths import LengthError, evaluate_lengths, trained_lengths
+from transformer.analysis.errors import ErrorAnalysis, Failure, analyse_errors
+from transformer.charts.export import chart_filename
+from transformer.analysis.lengths import LengthError, evaluate_lengths, trained_lengths
 
 DECODE_PAGE = "pages/explore/decode.py"
 SHOWN_FAILURES = 200  # rows of the failing-inputs table (all are counted in the charts)

@@ -14,9 +14,9 @@ from ui.state import View
 from ui.tables.home import HOME
 from ui.widgets import current_input, finish, header, require_model, verdict
 from transformer import charts
-from transformer.decoding import DecodeResult
-from transformer.export import chart_filename
-from transformer.headstats import focus_head
+from transformer.network.decoding import DecodeResult
+from transformer.charts.export import chart_filename
+from transformer.analysis.heads import focus_head
 
 # card text per page (title and icon come from the navigation's catalog)
 CARDS = {

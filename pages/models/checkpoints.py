@@ -17,14 +17,14 @@ from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
 from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
 from ui.widgets import NO_MODEL, finish, header
-from transformer.budget import BudgetError, evaluation_estimate
+from transformer.network.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
-from transformer.cards import metrics_source
-from transformer.checkpoints import CheckpointInfo, bundle_to_bytes
-from transformer.eval_examples import Example, decode_examples
-from transformer.evaluation import evaluate_bundle
+from transformer.store.cards import metrics_source
+from transformer.store.checkpoints import CheckpointInfo, bundle_to_bytes
+from transformer.analysis.examples import Example, decode_examples
+from transformer.analysis.evaluation import evaluate_bundle
 from transformer.tasks import TASKS
-from transformer.tokenizers import SPECIALS
+from transformer.network.tokenizers import SPECIALS
 
 EXAMPLE_POOL = 200  # at most this many of the evaluated pairs are decoded again for worked examples
 SHOWN_EXAMPLES = 4

@@ -25,10 +25,10 @@ from transformer.charts.training import (
     curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress,
 )
 from transformer.charts.common import COLORBAR_PX
-from transformer.checkpoints import bundle_to_bytes
-from transformer.devices import DEVICES, cuda_available
-from transformer.job import JobLimitError
-from transformer.probe import example_input
+from transformer.store.checkpoints import bundle_to_bytes
+from transformer.training.devices import DEVICES, cuda_available
+from transformer.runs.job import JobLimitError
+from transformer.runs.probe import example_input
 from transformer.tasks import TASKS, CustomTask, make_task
 from transformer.tasks.custom import (
     MAX_DATA_MB, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs, too_large,

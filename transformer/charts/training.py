@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from ..export import chart_filename
+from .export import chart_filename
 from .common import read_labels, token_labels
 from .stats import training_curves
 
 if TYPE_CHECKING:  # only for the annotations: these modules load torch, the figures never need it
-    from ..job import JobSnapshot
-    from ..probe import ProbeResult
+    from transformer.runs.job import JobSnapshot
+    from transformer.runs.probe import ProbeResult
 
 CURVE_POINTS = 200  # most history rows a live curve sends per refresh
 STEP_MARK = "#009E73"  # the line marking the probe's step on the curves (none of the curves' colours)

@@ -16,29 +16,12 @@ This package holds the registry (TASKS, make_task) and re-exports the public nam
 from __future__ import annotations
 
 from .addition import Addition
-from .base import (
-    HASH_BASE,
-    HASH_MOD,
-    HELDOUT_BUCKETS,
-    Task,
-    TaskError,
-    encode_pairs,
-    is_heldout,
-    stable_hash,
-)
+from .base import HASH_BASE, HASH_MOD, HELDOUT_BUCKETS, Task, TaskError, encode_pairs, is_heldout, stable_hash
 from .custom import CustomTask, parse_pairs
 from .dates import DATE_FORMATS, MONTHS, WEEKDAYS, DateFormat, Dates
 from .letters import Copy, LetterTask, Reverse, Sort
 from .numbers import (
-    DE_SMALL,
-    DE_TENS,
-    EN_SMALL,
-    EN_TENS,
-    MAX_NUMBER,
-    Numbers,
-    english_number,
-    german_morphemes,
-    german_number,
+    DE_SMALL, DE_TENS, EN_SMALL, EN_TENS, MAX_NUMBER, Numbers, english_number, german_morphemes, german_number,
 )
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from ..tokenizers import CharTokenizer, Tokenizer
+from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int, _draw_up_to, is_heldout
 
 

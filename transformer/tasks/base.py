@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..special_tokens import BOS, EOS, PAD
-from ..tokenizers import Tokenizer
+from transformer.network.special_tokens import BOS, EOS, PAD
+from transformer.network.tokenizers import Tokenizer
 
 HASH_BASE, HASH_MOD, HELDOUT_BUCKETS = 131, 2_147_483_647, 10
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
+from transformer.network.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
 
 # What a file or a paste may hold, in MB of 10^6 bytes as browsers count them, so the Train page's uploader states

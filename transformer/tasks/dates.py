@@ -7,7 +7,7 @@ import re
 import string
 from datetime import date, timedelta
 
-from ..tokenizers import CharTokenizer, Tokenizer
+from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",

@@ -8,8 +8,8 @@ from abc import abstractmethod
 
 import torch
 
-from ..special_tokens import BOS, EOS, PAD
-from ..tokenizers import CharTokenizer, Tokenizer
+from transformer.network.special_tokens import BOS, EOS, PAD
+from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ..tokenizers import SentencePieceTokenizer, Tokenizer
+from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int
 
 EN_SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "

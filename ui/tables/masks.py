@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer.masked_batch import MAX_BATCH
+from transformer.analysis.masked_batch import MAX_BATCH
 from ui.state import Choice, Flag, Int, LinkError, StateTable, Text, register
 from ui.tables.shared import MODEL, PRESENTER
 

@@ -3,12 +3,12 @@ and the probe view's layer and head. Each numeric setting's prop is also its num
 bounds, step, help): one source for the bounds a widget offers and a link may set.
 
 Training is seeded, so a link with these settings retrains the same model (opening it fills the settings; it
-does not start training). `device` (auto / cpu / cuda, transformer.devices) is in the view too: the page
+does not start training). `device` (auto / cpu / cuda, transformer.training.devices) is in the view too: the page
 shows its picker only where CUDA is available and refuses a link's "cuda" with a note where it is not.
 `settings_of` turns the view into RunSettings, `values_of` a run's settings back into the view (for the
 link that retrains a run's model).
 
-The model shape and the training recipe follow the task's preset (transformer.presets): picking a task resets
+The model shape and the training recipe follow the task's preset (transformer.training.presets): picking a task resets
 them to it, and the URL leaves out the values equal to the picked task's preset (a link names only what the
 user changed). The seed, early stop and device are kept across tasks.
 """
@@ -18,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from transformer.config import BOUNDS
-from transformer.devices import DEVICES
-from transformer.presets import PRESETS
+from transformer.network.config import BOUNDS
+from transformer.training.devices import DEVICES
+from transformer.training.presets import PRESETS
 from transformer.tasks import TASKS, CustomTask
 from transformer.tasks.custom import MAX_DATA_BYTES, MAX_TITLE, TOKENIZATIONS
 from ui.run_settings import (

@@ -1,0 +1,112 @@
+"""The optimisers and the learning-rate schedule a run trains with: Adam / AdamW for every parameter, or Muon
+for the hidden matrices with Adam for the rest; a warm-up, then a linear or cosine fall.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from transformer.network.attention import PROJECTIONS, joint_projections
+from transformer.network.model import EncoderDecoder
+
+from .config import TrainConfig
+
+ADAM = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+FINAL_LR_FRACTION = 0.02  # the learning rate ends at this fraction of `lr` (and stays there past `steps`)
+
+
+def warmup_decay(warmup: int, steps: int, schedule: str = "linear", floor: float = FINAL_LR_FRACTION
+                 ) -> Callable[[int], float]:
+    """LR factor: a linear rise to 1 over `warmup` steps, then a fall to `floor` at `steps` (and `floor` after),
+    along a line or (`schedule` "cosine") half a cosine, which keeps the rate high longer and lands softer.
+
+    Decaying to the end of the run settles the last errors: on reverse 10-19 the same recipe with
+    1/sqrt(step) decay needed ~1300-1600 steps to 99% exact match, with linear decay 550-600."""
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        done = min(1.0, (step - warmup) / max(1, steps - warmup))
+        fall = done if schedule == "linear" else 0.5 * (1.0 - math.cos(math.pi * done))
+        return floor + (1.0 - floor) * (1.0 - fall)
+
+    return factor
+
+
+def muon_parameters(model: EncoderDecoder) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(the 2-D weight matrices of the encoder and decoder layers, every other parameter): Muon orthogonalises
+    hidden matrices only; embeddings, the generator, biases and norms stay with Adam."""
+    hidden = {id(p) for stack in (model.encoder, model.decoder) for p in stack.layers.parameters() if p.dim() == 2}
+    params = list(model.parameters())
+    return [p for p in params if id(p) in hidden], [p for p in params if id(p) not in hidden]
+
+
+class BatchedMuon(torch.optim.Muon):
+    """torch.optim.Muon (default learning-rate adjustment) with the Newton-Schulz iterations of all
+    same-shaped matrices run as one batched matmul: bit for bit the same update, cheaper for many small
+    matrices on a CPU (the 22 of a 2+1-layer d_model 64 model: 11.4 ms of CPU time a step down to 4.2 ms).
+    A param group's "blocks" (default 1) splits each of its parameters by rows into that many matrices,
+    orthogonalised one by one (the joint q/k/v projection: as three separate projections)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            if group["adjust_lr_fn"] not in (None, "original"):
+                raise ValueError(f"BatchedMuon has the original lr adjustment only, not {group['adjust_lr_fn']!r}")
+            by_shape: dict[torch.Size, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                buf.lerp_(p.grad, 1 - group["momentum"])
+                update = p.grad.lerp(buf, group["momentum"]) if group["nesterov"] else buf
+                blocks = group.get("blocks", 1)  # a joint q/k/v projection: each block a matrix of its own
+                for block, block_update in zip(p.chunk(blocks), update.chunk(blocks)):
+                    by_shape.setdefault(block.shape, []).append((block, block_update))
+            for shape, items in by_shape.items():
+                updates = newton_schulz(torch.stack([u for _, u in items]), group["ns_coefficients"],
+                                        group["ns_steps"], group["eps"])
+                lr = group["lr"]
+                adjusted = lr * math.sqrt(max(1.0, shape[0] / shape[1]))
+                for (p, _), update in zip(items, updates):
+                    p.mul_(1 - lr * group["weight_decay"])
+                    p.add_(update, alpha=-adjusted)
+        return loss
+
+
+def newton_schulz(grads: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float
+                  ) -> torch.Tensor:
+    """torch.optim.Muon's orthogonalisation (bfloat16, quintic iteration) of a (n, rows, cols) stack at once."""
+    a, b, c = coefficients
+    tall = grads.size(1) > grads.size(2)
+    x = grads.bfloat16()
+    if tall:
+        x = x.mT
+    x = x / x.flatten(1).norm(dim=1).clamp(min=eps)[:, None, None]
+    for _ in range(steps):
+        gram = x @ x.mT
+        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.mT if tall else x
+
+
+def make_optimizers(model: EncoderDecoder, train: TrainConfig) -> list[torch.optim.Optimizer]:
+    """The optimizers `train.optimizer` names: one Adam / AdamW, or Muon for the hidden matrices plus Adam."""
+    adam = ADAM.get(train.optimizer, torch.optim.Adam)
+    matrices, rest = muon_parameters(model) if train.optimizer == "muon" else ([], list(model.parameters()))
+    optimizers = [adam(
+        rest, lr=train.lr, betas=(train.beta1, train.beta2), eps=1e-9, weight_decay=train.weight_decay,
+        fused=True,  # one kernel for all parameters: the per-tensor loop cost ~2 ms of a ~20 ms step
+    )]
+    if matrices:
+        joint = {id(p) for p in joint_projections(model)}
+        groups = [{"params": [p for p in matrices if id(p) not in joint]},
+                  {"params": [p for p in matrices if id(p) in joint], "blocks": len(PROJECTIONS)}]
+        optimizers.append(BatchedMuon(groups, lr=train.muon_lr, weight_decay=train.weight_decay))
+    return optimizers
