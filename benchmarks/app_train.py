@@ -7,7 +7,7 @@ snapshot, a heartbeat and the live figures (built through the page's FigureCache
 st.plotly_chart does) in this process, the server's stand-in. Modes, interleaved in one run (A B A B ...)
 so that a machine whose load moves moves them alike:
   process    the app today: runs.new_run, a worker process per run (its start-up on the clock)
-  warm       the same, when the server already holds a warm spare worker (runs.prepare_worker(): the Train
+  warm       the same, when the server already holds a warm spare worker (workers.prepare_spare(): the Train
              page starts one when it is shown), so the interpreter and torch start-up is off the clock
   thread     the app before issue 10: the same run as a TrainingJob, a thread of this process that
              shares its interpreter with the polling (the peer)
@@ -50,6 +50,7 @@ from ui import runs  # noqa: E402
 from ui.run_settings import RunSettings  # noqa: E402
 from ui.tables.train import ALL_HEADS, TRAIN  # noqa: E402
 from transformer.charts.training import curves_figure, progress  # noqa: E402
+from transformer.runs import workers  # noqa: E402
 from transformer.runs.job import TRAINING_THREADS  # noqa: E402
 from transformer.runs.thread_job import TrainingJob  # noqa: E402
 from transformer.runs.probe import Probe, example_input  # noqa: E402
@@ -78,7 +79,7 @@ def thread_run(settings: RunSettings) -> runs.Run:
     task = make_task(settings.train.task, **settings.train.task_params)
     probe = Probe(example_input(task))
     job = TrainingJob(Trainer(settings.train, settings.model), target_exact_match=settings.target, probe=probe,
-                      probe_every=runs.PROBE_EVERY, idle_timeout=runs.IDLE_TIMEOUT)
+                      probe_every=runs.PROBE_EVERY, idle_timeout=workers.IDLE_TIMEOUT)
     return runs.Run(job, probe, settings, task)
 
 
@@ -118,7 +119,7 @@ def cpu_seconds(pid: int) -> float:
 
 def wait_for_spare(timeout: float) -> bool:
     """Wait until the spare worker has done its imports: its CPU time stops growing for half a second."""
-    pid, deadline, last = runs.spare_pid(), time.monotonic() + timeout, -1.0
+    pid, deadline, last = workers.spare_pid(), time.monotonic() + timeout, -1.0
     while pid is not None and time.monotonic() < deadline:
         now = cpu_seconds(pid)
         if now == last:
@@ -138,7 +139,7 @@ def run_app(mode: str, settings: RunSettings, timeout: float) -> dict:
             runs.worker_threads = threads
     if mode in ("warm", "warm2"):
         began = time.perf_counter()
-        runs.prepare_worker()  # as the Train page does when it is shown
+        workers.prepare_spare()  # as the Train page does when it is shown
         ready = wait_for_spare(timeout)  # a user reading the page for a few seconds before Start
         warm_up = {"spare_ready_seconds": round(time.perf_counter() - began, 2), "spare_ready": ready}
     else:
@@ -240,7 +241,7 @@ def main() -> None:
         for mode in modes:
             results.append(run_app(mode, settings, args.timeout))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-    runs.end_spare()
+    workers.end_spare()
     out = {
         "task": args.task,
         "target_exact_match": settings.target,
@@ -248,7 +249,7 @@ def main() -> None:
         "probe_every": runs.PROBE_EVERY,
         "poll_seconds": runs.POLL_SECONDS,
         "worker_threads": runs.worker_threads(),
-        "worker_nice": runs.worker_nice(),
+        "worker_nice": workers.worker_nice(),
         "figures": figures(results),
         "runs": results,
     }

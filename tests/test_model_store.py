@@ -58,7 +58,7 @@ def test_limits_come_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("AP_MODEL_STORE", str(tmp_path / "kept"))
     monkeypatch.setenv("AP_MODEL_STORE_MB", "3")
     monkeypatch.setenv("AP_MODEL_STORE_DAYS", "0.5")
-    store = ModelStore.from_env(tmp_path / "default")
+    store = ModelStore.configured(tmp_path / "default")
     assert store.folder == tmp_path / "kept" and store.max_bytes == 3 * 2**20 and store.max_age_s == 43200
     with pytest.raises(ValueError):
         ModelStore(tmp_path, max_bytes=0)

@@ -28,6 +28,7 @@ from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
 from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, preset_values, settings_of, values_of
 from transformer.runs import queue as capacity
+from transformer.runs import workers
 from transformer.runs.queue import RunQueue
 from transformer.charts.training import format_seconds, probe_filename, progress
 from transformer.network.config import BOUNDS, ModelConfig
@@ -501,9 +502,9 @@ def rss_mb() -> float:
 
 def test_keeper_heartbeats_live_sessions_and_ends_the_workers_of_gone_ones():
     made = [runs.new_run(TINY) for _ in range(3)]
-    for run, session in zip(made, ("here", "gone", "gone")):
+    for run, connected in zip(made, (True, False, False)):
         run.start(steps=1)  # its worker trains one step, then stays paused
-        runs._register(run.job, session)
+        workers.watch(run.job, lambda connected=connected: connected)
     jobs = [run.job for run in made]
     deadline = time.monotonic() + 120
     while not all(j.snapshot().state == "paused" and j.snapshot().step == 1 for j in jobs):
@@ -514,53 +515,53 @@ def test_keeper_heartbeats_live_sessions_and_ends_the_workers_of_gone_ones():
     jobs[2].stop()
     assert jobs[2].join(10)
     now = time.monotonic()
-    runs.sweep(lambda session: session == "here", now=now + runs.IDLE_TIMEOUT / 2)
-    assert jobs[2] not in runs._registry  # ended jobs are forgotten
+    workers.sweep(now=now + workers.IDLE_TIMEOUT / 2)
+    assert not workers.watching(jobs[2])  # ended jobs are forgotten
     assert [j.snapshot().state for j in jobs[:2]] == ["paused", "paused"]  # too soon to stop "gone"
-    runs.sweep(lambda session: session == "here", now=now + runs.IDLE_TIMEOUT + 1)
+    workers.sweep(now=now + workers.IDLE_TIMEOUT + 1)
     assert jobs[1].join(10) and jobs[1].snapshot().finished_reason == "stopped"
     assert pids[1] not in child_pids() and pids[2] not in child_pids()  # its worker ended and was reaped
     assert jobs[0].snapshot().state == "paused" and pids[0] in child_pids()  # its session is connected
     jobs[0].stop()
     assert jobs[0].join(10)
-    runs.sweep(lambda session: True)
-    assert not any(j in runs._registry for j in jobs)
+    workers.sweep()
+    assert not any(workers.watching(j) for j in jobs)
     assert not set(pids) & child_pids()
 
 
 def test_the_page_keeps_a_spare_worker_that_the_next_run_adopts(train_page):
-    runs.end_spare()
+    workers.end_spare()
     at = train_page()
-    spare = runs.spare_pid()
+    spare = workers.spare_pid()
     assert spare is not None and spare in child_pids()  # started when the page was shown
     at.run()
-    assert runs.spare_pid() == spare  # one per server, not one per rerun
+    assert workers.spare_pid() == spare  # one per server, not one per rerun
     at.button(key="train_start").click().run()
-    assert job_of(at).pid == spare and runs.spare_pid() is None  # adopted; no new spare while it trains
+    assert job_of(at).pid == spare and workers.spare_pid() is None  # adopted; no new spare while it trains
     wait_for(at, lambda a: shown_step(a) > 0)
     at.button(key="train_stop").click().run()
     assert state(at) == "stopped" and spare not in child_pids()
-    again = runs.spare_pid()
+    again = workers.spare_pid()
     assert again not in (None, spare)  # shown without a live run again: the next one is on its way
-    runs._expire_spare(time.monotonic() + runs.SPARE_IDLE + 1)  # the keeper ends a spare nobody took
-    assert runs.spare_pid() is None and again not in child_pids()
+    workers.expire_spare(time.monotonic() + workers.SPARE_IDLE + 1)  # the keeper ends a spare nobody took
+    assert workers.spare_pid() is None and again not in child_pids()
 
 
 def test_workers_run_at_a_lower_cpu_priority_than_the_server(monkeypatch):
-    runs.end_spare()
+    workers.end_spare()
     own = os.getpriority(os.PRIO_PROCESS, 0)
-    for setting, expected in ((None, runs.DEFAULT_WORKER_NICE), ("0", 0), ("3", 3)):
+    for setting, expected in ((None, 10), ("0", 0), ("3", 3)):
         if setting is None:
-            monkeypatch.delenv(runs.WORKER_NICE_ENV, raising=False)
+            monkeypatch.delenv("AP_WORKER_NICE", raising=False)
         else:
-            monkeypatch.setenv(runs.WORKER_NICE_ENV, setting)
-        runs.prepare_worker()
-        assert os.getpriority(os.PRIO_PROCESS, runs.spare_pid()) == min(19, own + expected)
-        runs.end_spare()
+            monkeypatch.setenv("AP_WORKER_NICE", setting)
+        workers.prepare_spare()
+        assert os.getpriority(os.PRIO_PROCESS, workers.spare_pid()) == min(19, own + expected)
+        workers.end_spare()
     for bad in ("-1", "20", "ten", "1.5"):
-        monkeypatch.setenv(runs.WORKER_NICE_ENV, bad)
-        with pytest.raises(ValueError, match=f"{runs.WORKER_NICE_ENV} must be a whole number from 0 to 19"):
-            runs.worker_nice()
+        monkeypatch.setenv("AP_WORKER_NICE", bad)
+        with pytest.raises(ValueError, match="AP_WORKER_NICE must be a whole number from 0 to 19"):
+            workers.worker_nice()
 
 
 def test_twenty_start_stop_cycles_leave_no_process_thread_or_memory_behind(train_page):
@@ -582,14 +583,14 @@ def test_twenty_start_stop_cycles_leave_no_process_thread_or_memory_behind(train
 
     for i in range(2):  # warm-up: imports, caches, the first figures
         cycle(i)
-    runs.sweep(lambda session: True)
-    before = child_pids() - {runs.spare_pid()}  # children of other tests (e.g. kaleido's Chromium) stay
+    workers.sweep()
+    before = child_pids() - {workers.spare_pid()}  # children of other tests (e.g. kaleido's Chromium) stay
     baseline = (len(child_pids()), threading.active_count(), rss_mb())
     for i in range(20):
         cycle(i)
-    runs.sweep(lambda session: True)  # the keeper forgets ended jobs
+    workers.sweep()  # the keeper forgets ended jobs
     children = child_pids()
-    assert len(children) <= max(1, baseline[0]) and children <= before | {runs.spare_pid()}  # a spare at most
+    assert len(children) <= max(1, baseline[0]) and children <= before | {workers.spare_pid()}  # a spare at most
     assert not set(pids) & children  # every run's worker ended and was reaped
     deadline = time.monotonic() + 5  # a reader thread ends just after its job says it has ended
     while threading.active_count() > baseline[1] and time.monotonic() < deadline:

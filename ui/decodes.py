@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import threading
 from contextlib import contextmanager
 
@@ -23,6 +22,7 @@ import streamlit as st
 import torch
 from plotly.basedatatypes import BaseFigure
 
+from transformer import settings
 from transformer.analysis import ablation
 from transformer.analysis.attention_maps import AttentionMap, attention_maps
 from transformer.network.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
@@ -33,7 +33,7 @@ from . import model_registry as registry
 TOPK = 5  # next-token candidates recorded at each step
 REFERENCE = (500, 1_000_003)  # held-out pairs (count, seed) whose head outputs mean ablation puts in
 IMPORTANCE_SEED = 1  # the held-out inputs head importance scores (`eval` and `ablate` default to it too)
-CACHE_BYTES = int(float(os.environ.get("AP_DECODE_CACHE_MB", 256)) * 2**20)
+CACHE_BYTES = int(settings.get("AP_DECODE_CACHE_MB") * 2**20)
 
 
 def nbytes(value) -> int:

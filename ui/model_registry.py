@@ -22,7 +22,7 @@ from . import state
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets" / "checkpoints"
 POSITIONS = ASSETS / "positions"  # models differing only in their position scheme (errors page), not in the list
-STORE = ModelStore.from_env(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
+STORE = ModelStore.configured(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
 ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a run's weights at a step, kept
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker

@@ -1,42 +1,36 @@
-"""A session's training run: the Run (its job, probe and settings), kept in st.session_state; the untrained
-preview; a per-server keeper that heartbeats jobs whose browser session is still connected (so switching
-pages never stops training) and ends those whose session is gone; and the few things the Train page leaves
-for its own next run (a start request, a message, the figures it last built, drawn by the same functions
-as every page's).
+"""A session's training runs: the Run (its job, probe and settings), kept in st.session_state; the untrained
+preview; and the few things the Train page leaves for its own next run (a start request, a message, the figures
+it last built, drawn by the same functions as every page's).
 
-The job is created in `new_run` and used only through Run's methods: a transformer.runs.process_job.ProcessJob, so
-each run trains in a worker process of its own (never a thread of the web server), takes one of the
-server's training slots or waits in its line (transformer.runs.queue: AP_MAX_RUNS, AP_MAX_QUEUED), and ends
-with the server; or, when AP_RAY_ADDRESS names a Ray cluster, a RayJob with the same API whose worker Ray
-places on the cluster (transformer.runs.ray_job.make_job picks). A run lives in its session's st.session_state
-only: a session sees and controls its own runs and no other. benchmarks/app_train.py runs the same Run, probe
-and figures, so it measures what the page runs.
+The job is built in `new_run` by `transformer.runs.make_job` and used only through Run's methods: a ProcessJob,
+so each run trains in a worker process of its own (never a thread of the web server), takes one of the server's
+training slots or waits in its line (AP_MAX_RUNS, AP_MAX_QUEUED), and ends with the server; or, when
+AP_RAY_ADDRESS names a Ray cluster, a RayJob whose worker Ray places on the cluster. The workers themselves (the
+warm spare, nice levels, the keeper that stops the runs of sessions gone) are `transformer.runs.workers`'. A run
+lives in its session's st.session_state only: a session sees and controls its own runs and no other.
+benchmarks/app_train.py runs the same Run, probe and figures, so it measures what the page runs.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from transformer.bundle import ModelBundle
-from transformer.runs.queue import server_queue
 from transformer.charts import with_title_line
-from transformer.runs.job import TRAINING_THREADS, JobSnapshot
+from transformer.runs import make_job, workers
+from transformer.runs.job import TRAINING_THREADS, Job, JobSnapshot
 from transformer.runs.probe import Probe, ProbeResult, example_input, run_probe
+from transformer.runs.queue import server_queue
 from transformer.tasks import Task, make_task
 from transformer.training.config import TrainConfig
 from transformer.training.trainer import Trainer
-from transformer.runs.ray_job import configured_address, ray_available
-from transformer.runs import make_job
-from transformer.runs.process_job import ProcessJob, launch_worker
 from ui import display
 from ui import model_registry as registry
 from ui.run_settings import RunSettings
@@ -49,16 +43,7 @@ KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapsh
 MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
 POLL_SECONDS = 0.75  # live view refresh while training runs
 PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it keeps MAX_PROBES)
-IDLE_TIMEOUT = 60.0  # seconds without a heartbeat before a running job of a vanished session stops
-KEEPER_PERIOD = 5.0  # seconds between the keeper's sweeps
 MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
-SPARE_IDLE = 600.0  # seconds a spare worker nobody took is kept (it holds an interpreter with torch: ~250 MB)
-# Workers run at a lower CPU priority than the server (nice +10), so a page's script run wins a contended core
-# from training: on the 2-core machine a click's server work took 0.07 cores against a run's 1 (the browser's
-# painting, on the students' machines in a class, 0.85: benchmarks/serve_train_clicks.py). AP_WORKER_NICE=0
-# gives workers the server's priority.
-DEFAULT_WORKER_NICE = 10
-WORKER_NICE_ENV = "AP_WORKER_NICE"  # how much lower than the server's a worker's CPU priority is (0-19)
 
 
 @dataclass
@@ -66,7 +51,7 @@ class Run:
     """One training run of a session: the job, its probe, what it was built from, and a probe taken on
     demand (step, result) when the probe text changes while the job is not stepping."""
 
-    job: ProcessJob
+    job: Job
     probe: Probe
     settings: RunSettings
     task: Task
@@ -153,7 +138,8 @@ def new_run(settings: RunSettings, probe_text: str | None = None) -> Run:
     task = make_task(settings.train.task, **settings.train.task_params)
     probe = Probe(probe_text or example_input(task))
     job = make_job(settings.train, settings.model, target_exact_match=settings.target, probe=probe,
-                   probe_every=PROBE_EVERY, idle_timeout=IDLE_TIMEOUT, threads=worker_threads(), launcher=_launcher)
+                   probe_every=PROBE_EVERY, idle_timeout=workers.IDLE_TIMEOUT, threads=worker_threads(),
+                   launcher=workers.launcher)
     return Run(job, probe, settings, task)
 
 
@@ -179,106 +165,6 @@ def queue_limits() -> tuple[int, int]:
     return queue.limit, queue.max_queued
 
 
-# ------------------------------------------------------------------------------------ the spare worker
-# A worker's start-up (a fresh interpreter importing torch: 2-4 s of CPU) would come after Start. The Train
-# page therefore asks for a spare when it is shown without a live run: one per server, started in the
-# background while the user reads the page, handed to the next run that starts (any session's), and ended
-# by the keeper when nobody took it for SPARE_IDLE seconds or when the server ends (its pipe closes).
-
-_spare: tuple[subprocess.Popen, Any, float] | None = None  # (process, our end of its pipe, when started)
-_spare_lock = threading.Lock()
-
-
-def prepare_worker() -> None:
-    """Start a spare worker unless one is kept, or every training slot is busy (its start-up would slow
-    the runs training; a run that waits in line starts its own worker when its turn comes), or runs train
-    on a Ray cluster (whose workers Ray starts)."""
-    global _spare
-    if configured_address() is not None and ray_available():
-        return
-    queue = server_queue()
-    with _spare_lock:
-        if _spare is not None and _spare[0].poll() is None:
-            return
-        _drop_spare()
-        if queue.running >= queue.limit:
-            return
-        try:
-            proc, conn = _start_worker()
-        except OSError:
-            return  # out of processes or memory: each run will say so when it starts its own
-        _spare = (proc, conn, time.monotonic())
-    _ensure_keeper()
-
-
-def spare_pid() -> int | None:
-    """The spare worker's process id, while one is kept."""
-    with _spare_lock:
-        return None if _spare is None else _spare[0].pid
-
-
-def worker_nice() -> int:
-    """AP_WORKER_NICE: how many nice levels below the server a worker runs (0 to 19); ValueError naming the
-    setting when it is not one of those numbers."""
-    text = os.environ.get(WORKER_NICE_ENV, "").strip() or str(DEFAULT_WORKER_NICE)
-    if not text.isdigit() or not 0 <= int(text) <= 19:
-        raise ValueError(f"the environment variable {WORKER_NICE_ENV} must be a whole number from 0 to 19, "
-                         f"got {text!r}")
-    return int(text)
-
-
-def _start_worker() -> tuple[subprocess.Popen, Any]:
-    """launch_worker(), at the workers' CPU priority (set before the new interpreter has started a thread)."""
-    proc, conn = launch_worker()
-    if (nice := worker_nice()) > 0:
-        try:
-            os.setpriority(os.PRIO_PROCESS, proc.pid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
-        except OSError:
-            pass  # it ended already: the run reports how
-    return proc, conn
-
-
-def _launcher() -> tuple[subprocess.Popen, Any]:
-    """A run's worker: the spare when one is kept and alive, else a new one."""
-    global _spare
-    with _spare_lock:
-        spare, _spare = _spare, None
-    if spare is not None:
-        proc, conn, _ = spare
-        if proc.poll() is None:
-            return proc, conn
-        _end_worker(proc, conn)
-    return _start_worker()
-
-
-def end_spare() -> None:
-    """End the spare worker, if any, and reap it."""
-    with _spare_lock:
-        _drop_spare()
-
-
-def _drop_spare() -> None:
-    global _spare
-    if _spare is not None:
-        proc, conn, _ = _spare
-        _spare = None
-        _end_worker(proc, conn)
-
-
-def _end_worker(proc: subprocess.Popen, conn) -> None:
-    """End a worker that was never given a run (it holds nothing: no need to wait for it to notice its
-    pipe closing, which it does only once its imports are done) and reap it."""
-    conn.close()
-    proc.kill()
-    proc.wait()
-
-
-def _expire_spare(now: float) -> None:
-    with _spare_lock:
-        if _spare is not None and now - _spare[2] > SPARE_IDLE:
-            _drop_spare()
-
-
 def current_run() -> Run | None:
     return st.session_state.get(RUN)
 
@@ -291,7 +177,7 @@ def launch(run: Run, steps: int | None = None) -> None:
     previous = st.session_state.get(RUN)
     run.number = st.session_state[RUN_COUNT] = st.session_state.get(RUN_COUNT, 0) + 1
     st.session_state[RUN] = run
-    _register(run.job, _session_id())
+    workers.watch(run.job, _session_alive())
     if previous is not None:
         previous.stop()
         _retire(previous)
@@ -345,60 +231,14 @@ def keep_snapshot(run: Run) -> str:
     return key
 
 
-# --------------------------------------------------------------------------------------------- keeper
-
-_registry: dict[ProcessJob, list] = {}  # job -> [session id or None, last time the session was seen]
-_registry_lock = threading.Lock()
-_keeper: threading.Thread | None = None
-
-
-def _session_id() -> str | None:
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
+def _session_alive() -> Callable[[], bool] | None:
+    """Whether this browser session is still connected, for the keeper (transformer.runs.workers); None outside a
+    server (AppTest), where the page's polls heartbeat its run."""
     ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else None
-
-
-def _register(job: ProcessJob, session_id: str | None) -> None:
-    with _registry_lock:
-        _registry[job] = [session_id, time.monotonic()]
-    _ensure_keeper()
-
-
-def _ensure_keeper() -> None:
-    global _keeper
-    with _registry_lock:
-        if _keeper is None or not _keeper.is_alive():
-            _keeper = threading.Thread(target=_keep, name="training-keeper", daemon=True)
-            _keeper.start()
-
-
-def sweep(is_active: Callable[[str], bool], now: float | None = None) -> None:
-    """One keeper pass: forget ended jobs; heartbeat jobs whose session is connected; stop any job (paused
-    ones included: their own timeout only watches running jobs) whose session has been gone IDLE_TIMEOUT s."""
-    now = time.monotonic() if now is None else now
-    with _registry_lock:
-        entries = list(_registry.items())
-    for job, entry in entries:
-        session_id, seen = entry
-        if job.join(0):
-            with _registry_lock:
-                _registry.pop(job, None)
-        elif session_id is not None and is_active(session_id):
-            entry[1] = now
-            job.heartbeat()
-        elif now - seen > IDLE_TIMEOUT:
-            job.stop()
-
-
-def _keep() -> None:
-    from streamlit.runtime import Runtime
-
-    while True:
-        time.sleep(KEEPER_PERIOD)
-        _expire_spare(time.monotonic())
-        if Runtime.exists():  # under AppTest there is no server, and the page's polls heartbeat instead
-            sweep(Runtime.instance().is_active_session)
+    if ctx is None or not Runtime.exists():
+        return None
+    runtime, session_id = Runtime.instance(), ctx.session_id
+    return lambda: runtime.is_active_session(session_id)
 
 
 # ------------------------------------------------------------------ what the page leaves for its next run

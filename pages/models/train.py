@@ -27,6 +27,7 @@ from transformer.charts.training import (
 from transformer.charts.common import COLORBAR_PX
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.training.devices import DEVICES, cuda_available
+from transformer.runs import workers
 from transformer.runs.job import JobLimitError
 from transformer.runs.probe import example_input
 from transformer.tasks import TASKS, CustomTask, make_task
@@ -665,7 +666,7 @@ def main() -> None:
     with run_area:
         run_view(view, run, snapshot, settings, text, problem)
     if not live and problem is None:
-        runs.prepare_worker()  # a spare worker starts up while the user reads the page, not after Start
+        workers.prepare_spare()  # a spare worker starts up while the user reads the page, not after Start
     finish(view, notes)
 
 

@@ -5,7 +5,7 @@ for decoding, the source length and the number of steps), so it costs nothing an
 entry point builds the estimate, calls `check()` and only then allocates; over the limit it gets one
 `BudgetError` whose one-line message gives the estimate and the limit.
 
-Limits (megabytes of 2**20 bytes), read from the environment at each check:
+Limits (megabytes of 2**20 bytes), settings read at each check (transformer.settings):
 
     AP_MODEL_BUDGET_MB  1024   loading one model, or one traced decode of it (the CLI, every page)
     AP_RUN_BUDGET_MB    2048   one training run: weights, gradients, optimizer state, activations, evaluation
@@ -30,15 +30,15 @@ one CPU thread reached on this project's machine, plus a fixed overhead per trac
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
+
+from transformer import settings
 
 from .config import ModelConfig
 
 MB = 2**20
 FLOAT = 4  # bytes of a float32
-MODEL_BUDGET_ENV, MODEL_BUDGET_DEFAULT_MB = "AP_MODEL_BUDGET_MB", 1024
-RUN_BUDGET_ENV, RUN_BUDGET_DEFAULT_MB = "AP_RUN_BUDGET_MB", 2048
+MODEL_BUDGET_ENV, RUN_BUDGET_ENV = "AP_MODEL_BUDGET_MB", "AP_RUN_BUDGET_MB"  # transformer.settings
 EVAL_CHUNK = 1000  # sequences an evaluation decodes at once (analysis.evaluation): bounds its memory
 JSON_BYTES_PER_NUMBER = 64  # a traced float as a Python float in a list (32 B) and as JSON text (~20 B, twice)
 JSON_SECONDS_PER_NUMBER = 5e-7  # tolist() and json.dumps of one attention number
@@ -51,27 +51,20 @@ class BudgetError(ValueError):
     """An estimate is over its limit; the message gives both, in one line."""
 
 
-def limit_mb(env: str, default: int) -> float:
-    """The limit in MB from `env` (a positive number), else `default`. A bad value is an error, not a
-    silent default: a typo must not lift the protection."""
-    text = os.environ.get(env, "").strip()
-    if not text:
-        return float(default)
+def limit_mb(env: str) -> float:
+    """The limit in MB that the setting `env` holds (transformer.settings); BudgetError for a bad value."""
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise BudgetError(f"{env} must be a positive number of megabytes, got {text[:40]!r}")
-    return value
+        return settings.get(env)
+    except settings.SettingError as exc:
+        raise BudgetError(str(exc)) from None
 
 
 def model_limit_mb() -> float:
-    return limit_mb(MODEL_BUDGET_ENV, MODEL_BUDGET_DEFAULT_MB)
+    return limit_mb(MODEL_BUDGET_ENV)
 
 
 def run_limit_mb() -> float:
-    return limit_mb(RUN_BUDGET_ENV, RUN_BUDGET_DEFAULT_MB)
+    return limit_mb(RUN_BUDGET_ENV)
 
 
 @dataclass(frozen=True)

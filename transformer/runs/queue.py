@@ -8,24 +8,21 @@ worker process (and its weights) but not its slot: a class where someone paused 
 hold everyone else up, and a paused process uses memory but no CPU. Resuming asks for a slot again, at the
 back of the queue when the server is full.
 
-Limits come from the environment, read when a RunQueue is built: AP_MAX_RUNS (default: os.cpu_count())
-and AP_MAX_QUEUED (default 32). server_queue() is the process-wide queue every ProcessJob uses unless it is
+Limits come from the settings AP_MAX_RUNS (default: the CPU cores) and AP_MAX_QUEUED (default 32), read when
+a RunQueue is built. server_queue() is the process-wide queue every ProcessJob uses unless it is
 given its own. Nothing here imports streamlit.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
+from transformer import settings
+
 from .job import JobLimitError
 
-MAX_RUNS_ENV = "AP_MAX_RUNS"
-MAX_QUEUED_ENV = "AP_MAX_QUEUED"
-DEFAULT_MAX_QUEUED = 32
-MAX_SETTING = 10_000  # beyond this a limit is a typo, not a plan
 
 
 class QueueFullError(JobLimitError):
@@ -33,21 +30,9 @@ class QueueFullError(JobLimitError):
     (A JobLimitError, so code that caught TrainingJob's per-process limit catches this too.)"""
 
 
-def _setting(value: int | None, env: str, default: int, lowest: int) -> int:
-    """`value`, else the environment variable `env`, else `default`; ValueError naming the bad one."""
-    source = "the argument"
-    if value is None:
-        text = os.environ.get(env, "").strip()
-        if not text:
-            return default
-        source = f"the environment variable {env}"
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{source} must be a whole number, got {text!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= MAX_SETTING:
-        raise ValueError(f"{env} ({source}) must be a whole number from {lowest} to {MAX_SETTING}, got {value!r}")
-    return value
+def _limit(name: str, value: int | None) -> int:
+    """`value`, held to the bounds of the setting `name`, or that setting's value (transformer.settings)."""
+    return settings.get(name) if value is None else settings.SETTINGS[name].check(value)
 
 
 class RunQueue:
@@ -60,8 +45,8 @@ class RunQueue:
     """
 
     def __init__(self, limit: int | None = None, max_queued: int | None = None):
-        self.limit = _setting(limit, MAX_RUNS_ENV, os.cpu_count() or 1, lowest=1)
-        self.max_queued = _setting(max_queued, MAX_QUEUED_ENV, DEFAULT_MAX_QUEUED, lowest=0)
+        self.limit = _limit("AP_MAX_RUNS", limit)
+        self.max_queued = _limit("AP_MAX_QUEUED", max_queued)
         self._lock = threading.Lock()
         self._running: set[Hashable] = set()
         self._waiting: OrderedDict[Hashable, Callable[[], None]] = OrderedDict()

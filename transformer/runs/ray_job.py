@@ -63,14 +63,13 @@ import sys
 import threading
 import time
 
+from transformer import settings
 from transformer.runs import process_job as worker
 from transformer.training.config import TrainConfig
 
 __all__ = ["RAY_ADDRESS_ENV", "RayJob", "connect", "ray_available"]
 
 RAY_ADDRESS_ENV = "AP_RAY_ADDRESS"
-CONNECT_TIMEOUT_ENV = "AP_RAY_CONNECT_TIMEOUT"
-DEFAULT_CONNECT_TIMEOUT = 60.0
 NAMESPACE = "attention-playground"
 # ray.init attempts per connection: through a ray:// address the cluster's client server now and then fails to
 # start the session's own server ("Starting Ray client server failed", once in a CI run); the next try works.
@@ -97,7 +96,7 @@ def ray_available() -> bool:
 
 def configured_address() -> str | None:
     """AP_RAY_ADDRESS, stripped; None when unset or empty."""
-    return os.environ.get(RAY_ADDRESS_ENV, "").strip() or None
+    return settings.get(RAY_ADDRESS_ENV)
 
 
 def connect(address: str | None = None, timeout: float | None = None) -> None:
@@ -115,7 +114,7 @@ def connect(address: str | None = None, timeout: float | None = None) -> None:
     if address is None:
         raise ValueError(f"no Ray cluster to connect to: set {RAY_ADDRESS_ENV} (e.g. 'auto' or 'ray://HOST:10001')")
     if timeout is None:
-        timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, "").strip() or DEFAULT_CONNECT_TIMEOUT)
+        timeout = settings.get("AP_RAY_CONNECT_TIMEOUT")
     with _connect_lock:
         if _connector is None or not _connector.is_alive():
             _connector = _Connector(address)

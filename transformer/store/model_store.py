@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer import settings
 from transformer.bundle import ModelBundle
 from .checkpoints import CheckpointError, load_bundle, save_bundle
 
-DEFAULT_MAX_BYTES = 512 * 2**20
-DEFAULT_MAX_AGE_S = 7 * 24 * 3600
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{22}")  # token_urlsafe(16)
 SUFFIX = ".safetensors"
 
@@ -37,10 +36,12 @@ class StoredModel:
 
 
 class ModelStore:
-    """Models kept on disk in `folder`, at most `max_bytes` in all and none older than `max_age_s`."""
+    """Models kept on disk in `folder`, at most `max_bytes` in all and none older than `max_age_s` (defaults: the
+    settings AP_MODEL_STORE_MB and AP_MODEL_STORE_DAYS)."""
 
-    def __init__(self, folder: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_age_s: float = DEFAULT_MAX_AGE_S):
+    def __init__(self, folder: str | os.PathLike, max_bytes: int | None = None, max_age_s: float | None = None):
+        max_bytes = int(settings.get("AP_MODEL_STORE_MB") * 2**20) if max_bytes is None else max_bytes
+        max_age_s = settings.get("AP_MODEL_STORE_DAYS") * 86400 if max_age_s is None else max_age_s
         if max_bytes <= 0 or max_age_s <= 0:
             raise ValueError("the model store needs a positive size and age limit")
         self.folder = Path(folder)
@@ -48,12 +49,9 @@ class ModelStore:
         self.max_age_s = max_age_s
 
     @classmethod
-    def from_env(cls, default_folder: str | os.PathLike) -> ModelStore:
-        """The store configured by AP_MODEL_STORE (folder), AP_MODEL_STORE_MB and AP_MODEL_STORE_DAYS."""
-        folder = os.environ.get("AP_MODEL_STORE") or default_folder
-        size_mb = float(os.environ.get("AP_MODEL_STORE_MB", DEFAULT_MAX_BYTES / 2**20))
-        days = float(os.environ.get("AP_MODEL_STORE_DAYS", DEFAULT_MAX_AGE_S / 86400))
-        return cls(folder, int(size_mb * 2**20), days * 86400)
+    def configured(cls, default_folder: str | os.PathLike) -> ModelStore:
+        """The store in the folder AP_MODEL_STORE names, else `default_folder`."""
+        return cls(settings.get("AP_MODEL_STORE") or default_folder)
 
     def _path(self, model_id: str) -> Path:
         if not isinstance(model_id, str) or not ID_PATTERN.fullmatch(model_id):
