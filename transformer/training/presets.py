@@ -1,11 +1,13 @@
-"""Per-task presets: the model shape and training recipe that measured fastest to each task's bar.
+"""One row per task: its bar (the pass mark), the preset that reaches it fastest live, and the recipe of its
+shipped checkpoint.
 
-A preset is plain data (ModelConfig overrides, TrainConfig settings, the bar). `python -m transformer train`
-uses a task's preset when no shape or recipe flag is given (a task without one: the library defaults;
-tests/test_presets.py requires one for every task); benchmarks/all_tasks.py trains every preset.
-The bars: held-out greedy exact match of 99% (reverse, copy, sort, addition) or 95% (dates, numbers).
-How each was chosen is in `note` (2-core CPU, one torch thread, with the load at the time; every 25 steps an
-evaluation on 200 held-out inputs, the library default).
+A preset is plain data (ModelConfig overrides, TrainConfig settings). `python -m transformer train` and the Train
+page use a task's preset when no shape or recipe is chosen (tests/test_presets.py requires one for every task);
+benchmarks/all_tasks.py trains every preset to its bar. The bars: held-out greedy exact match of 99% (reverse,
+copy, sort, addition) or 95% (dates, numbers); tests/test_zoo.py holds every shipped checkpoint to its task's bar.
+`zoo` is the `python -m transformer train` arguments that build the shipped checkpoint (assets/build_zoo.py):
+bigger and trained longer than the preset, for sharper heads. How each preset was chosen is in `note` (2-core
+CPU, one torch thread, with the load at the time; every 25 steps an evaluation on 200 held-out inputs).
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ __all__ = ["PRESETS", "Preset", "preset"]
 
 @dataclass(frozen=True)
 class Preset:
-    """One task's recipe: `model` overrides MODEL_DEFAULTS, `train` sets TrainConfig fields, `target` is the bar."""
+    """One task's row: `target` is its bar; `model` overrides MODEL_DEFAULTS and `train` sets TrainConfig fields
+    (the live preset); `zoo`, the CLI arguments of its shipped checkpoint."""
 
     task: str
     target: float
     model: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
+    zoo: tuple[str, ...] = ()
     note: str = ""
 
     def train_config(self, **overrides) -> TrainConfig:
@@ -45,20 +49,35 @@ class Preset:
 # betas 0.8 / 0.95, cosine decay, label smoothing 0.05, a 50-step warm-up (with a step budget that ends on time).
 QUICK = {"warmup": 50, "schedule": "cosine", "beta1": 0.8, "beta2": 0.95, "label_smoothing": 0.05}
 
+# The shipped checkpoints (zoo): 2+2 layers of 4 heads, trained until 99.5% (or more) held-out exact match.
+# Muon (lr 0.04) for the layer matrices + Adam (lr 0.01) at batch 128 is the addition preset's optimizer without
+# its qk-norm and RoPE: at d_model 64 it reached the targets in fewer steps than Adam did at d_model 128, with
+# sharper heads (qk-norm made them blurrier: docs/MEASUREMENTS.md).
+ZOO_SHAPE = ("--enc-layers", "2", "--dec-layers", "2", "--heads", "4", "--d-model", "64", "--seed", "1")
+ZOO_MUON = ("--d-ff", "128", "--optimizer", "muon", "--muon-lr", "0.04", "--lr", "0.01", "--batch-size", "128")
+
+
+def _zoo(steps: int, target: float, *extra: str) -> tuple[str, ...]:
+    return (*ZOO_SHAPE, "--steps", str(steps), "--target-accuracy", str(target), *extra)
+
+
 PRESETS: dict[str, Preset] = {p.task: p for p in (
     Preset("reverse", 0.99, {"init": "identity"}, {**QUICK, "steps": 300, "batch_size": 32},
+           zoo=_zoo(4000, 0.995),
            note="2026-11-26, all_tasks.py's method on one pinned core, load 1.5-5.2: seeds 0-4 reach 99% at step "
                 "275, 250, 250, 275, 275 in 3.1-3.7 s, 99.0-99.9% fresh; alternated with the library defaults (load "
                 "3.9-5.2): 3.38 / 3.26 / 3.27 s against 9.48 / 9.61 / 9.76 s (step 550); without the identity init "
                 "(batch 24, 300 steps) 64.1%, identity with betas .9/.98, linear, no smoothing 97.6%; batch 24 "
                 "reaches at 275-300, 250 steps 97.3%"),
     Preset("copy", 0.99, {"init": "identity"}, {**QUICK, "steps": 200, "batch_size": 24},
+           zoo=_zoo(4000, 0.995),
            note="2026-11-26, load 2.2-5.1: seeds 0-4 reach 99% at step 150 in 1.8-2.6 s, 99.4-100% fresh; "
                 "alternated, the library defaults took 8.16 / 7.06 / 5.65 s (400 / 400 / 300 steps, 98.1% / 97.9% "
                 "fresh on seeds 1 / 2); Xavier init 275 steps (3.54 s), identity with old betas and linear decay 225 "
                 "(3.46 s)"),
     Preset("sort", 0.99, {"qk_norm": True}, {**QUICK, "optimizer": "muon", "muon_lr": 0.04, "steps": 500,
                                              "batch_size": 48},
+           zoo=_zoo(6000, 0.995),
            note="2026-11-26, load 3.7-5.8: seeds 0-4 reach 99% at step 450, 475, 450, 450, 425 in 10.3-12.2 s, "
                 "98.7-99.7% fresh; alternated, the 800-step defaults took 14.54 / 13.18 / 15.73 s; the identity init "
                 "did not help: with Adam (batch 48-64, 500-800 steps) 98.2-98.9% or 2 of 3 seeds, with qk-norm + "
@@ -66,6 +85,7 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
                 "steps (seed 0)"),
     Preset("addition", 0.99, {"qk_norm": True, "n_enc_layers": 2, "positional": "rope", "init": "identity"},
            {**QUICK, "optimizer": "muon", "muon_lr": 0.04, "lr": 0.01, "batch_size": 64, "steps": 500},
+           zoo=_zoo(1500, 0.995, *ZOO_MUON),
            note="2026-11-26, load 2.5-4.2: seeds 0-4 reach 99% at step 425, 425, 450, 475, 400 in 9.9-12.5 s, "
                 "99.1-99.8% fresh; alternated, the earlier batch-128 700-step preset (Xavier, betas .9/.98, linear) "
                 "took 22.61 / 18.30 / 18.81 s; Xavier at batch 64 (600 steps) 98.9%, plain Adam with the identity "
@@ -73,10 +93,12 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
                 "(2026-11-23): rope cut the steps (sinusoidal 675 / not by 700, learned 575 / 700, rope 400 / 650, "
                 "alibi 88% / 55%), qk-norm + Muon made addition learn at all (the defaults: 64.5% after 1,500 steps)"),
     Preset("dates", 0.95, {"init": "identity"}, {**QUICK, "steps": 300, "batch_size": 32},
+           zoo=_zoo(3000, 0.995, *ZOO_MUON),
            note="2026-11-26, load 2.9-5.3: seeds 0-4 reach 95% at step 275, 250, 300, 250, 275 in 3.4-4.5 s, "
                 "94.7-95.9% fresh (the defaults 94.6-95.9%); alternated, the defaults took 11.95 / 8.45 / 8.28 s "
                 "(500 / 400 / 400 steps); Xavier init 85.1% at 300; 350 steps: 275-325, 4.1-5.0 s"),
     Preset("numbers", 0.95, train={**QUICK, "steps": 150, "batch_size": 24},
+           zoo=_zoo(3000, 0.998, *ZOO_MUON),
            note="2026-11-26, load 3.3-4.7: seeds 0-4 reach 95% at step 75, 100, 75, 100, 75 in 0.65-1.27 s, "
                 "96.7-100% fresh; the defaults 1.34-1.97 s (step 100), with evaluation every 25 steps 1.09-1.17 s "
                 "(75); the identity init did not help (100 steps on seeds 0-2, 0.87-1.02 s)"),
