@@ -42,6 +42,8 @@ RUN_COUNT = "train_run_count"  # session_state key: runs numbered so far
 KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapshots, oldest first
 MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
 POLL_SECONDS = 0.75  # live view refresh while training runs
+LIVE = ("running", "paused", "queued")  # a run in these states is its session's live run
+POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
 PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it keeps MAX_PROBES)
 MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
 

@@ -1,0 +1,253 @@
+"""The Train page's live view: progress and status, the loss and accuracy curves, the probe's cross-attention as
+training forms it (scrub back through its snapshots), and the untrained preview before Start."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from transformer.charts.common import COLORBAR_PX
+from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from ui import animations, display, runs
+from ui import model_registry as registry
+from ui.run_settings import RunSettings
+from ui.state import View
+from ui.tables.train import ALL_HEADS
+
+STATE_LINES = {
+    "running": ":green[**Training…**]",
+    "paused": ":orange[**Paused.**] Resume, run a few steps, or stop.",
+}
+REASONS = {
+    "target reached": "reached the target held-out exact match",
+    "max steps": "ran all its steps",
+    "time limit": "hit its time limit",
+    "stopped": "was stopped",
+    "session gone": "was stopped because its browser session went away",
+}
+LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
+PROBE_MAX_HEIGHT = 380
+
+
+def show_message(slot: str) -> None:
+    if (message := runs.take_message(slot)) is not None:
+        getattr(st, message[0])(message[1])
+
+
+def check_probe_view(view: View, layers: int, heads: int) -> None:
+    """A layer or head the model does not have returns to the default (with a note when a link named it)."""
+    if view.get("layer") > layers:
+        view.refuse("layer", f"this model has {layers} decoder layer(s)")
+    if view.get("head") > heads:
+        view.refuse("head", f"this model has {heads} heads per layer")
+
+
+def probe_changed(view: View) -> None:
+    run = runs.current_run()
+    if run is not None and (result := run.probe_now(view.get("probe") or "")).error:
+        runs.say("warning", f"The probe keeps its previous input: {result.error}")
+
+
+def probe_box(view: View, text: str) -> None:
+    view.widget("probe", st.text_input, "Probe input", to_widget=lambda _: text, on_change=lambda: probe_changed(view),
+                max_chars=120, help="The model greedy-decodes this input every few steps while it trains; its "
+                "cross-attention is kept so you can replay it.")
+
+
+def pick_snapshot(view: View, timeline: list, running: bool) -> int:
+    """The probe snapshot to show: the newest while following a running job, else the slider's choice."""
+    steps = [step for step, _ in timeline]
+    if len(steps) < 2:
+        return 0
+    following = running and view.get("follow")
+    if following or view.get("snapshot") not in steps:
+        view.set("snapshot", steps[-1])
+    chosen = view.widget("snapshot", st.select_slider, "Snapshot (training step)", options=steps, disabled=following,
+                         help="Drag back to replay how the heads formed (turn off Follow training, or pause, first). "
+                         f"The probe is decoded every {runs.PROBE_EVERY} steps (less often in long runs).")
+    return steps.index(chosen)
+
+
+def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenerator,
+                wide: DeltaGenerator) -> int | None:
+    """The probe's output and cross-attention at the chosen snapshot, with its layer/head pickers (the snapshot
+    slider and Follow go into `scrub`, above the curves it marks; every head's grid into `wide`, the page's
+    width, where its tiles are large enough to read); returns the training step of the snapshot shown (None
+    before the first)."""
+    if not timeline:
+        waiting = "The first snapshot of the probe comes once training starts." if state == "queued" else \
+            "Taking the first snapshot of the probe…"
+        st.info(waiting, icon=":material/hourglass_top:")
+        return None
+    running = state in runs.POLLED
+    row = scrub.container(horizontal=True, vertical_alignment="center")
+    slider_col, follow_col = row.container(), row.container(width="content")  # Follow keeps its whole label
+    if running:
+        with follow_col:
+            view.widget("follow", st.toggle, "Follow",
+                        help="Follow training: show the newest snapshot; turn off to replay earlier ones.")
+    with slider_col:
+        step, result = timeline[pick_snapshot(view, timeline, running)]
+    if result.error:
+        st.warning(f"The probe input “{result.source}” cannot be decoded: {result.error}")
+        return step
+    layers, heads = result.cross.shape[:2]
+    check_probe_view(view, layers, heads)
+    top = st.columns(2)
+    with top[0]:  # the options name themselves ("Layer 1", "Head 2"): no labels above, more room for the chart
+        layer = view.widget("layer", st.selectbox, "Layer", list(range(1, layers + 1)),
+                            format_func=lambda i: f"Layer {i}", label_visibility="collapsed") - 1
+    with top[1]:
+        head = view.widget("head", st.selectbox, "Head", [ALL_HEADS, *range(1, heads + 1)],
+                           format_func=lambda h: "All heads" if h == ALL_HEADS else f"Head {h}",
+                           label_visibility="collapsed", help="One head, large, with its tokens; or every head.")
+    head = None if head == ALL_HEADS else head - 1
+    fig = runs.figures().get("probe", (id(result), layer, head),
+                             lambda: first_screen(runs.probe_figure(result, step, layer, head), head))
+    filename = probe_filename(task.name, step, layer, head)
+    if head is None:
+        st.caption(":material/south: Every head of every layer, at the page's width below.")
+    with wide if head is None else st.container():
+        display.show_figure(fig, filename, key="train_probe_chart")
+    expected = task.answer(result.source)
+    verdict = "" if expected is None else (" · :green[**right**]" if result.output_text == expected
+                                           else f" · :red[**wrong**], expected `{expected}`")
+    st.markdown(f"Step **{step:,}**: `{result.source}` → `{result.output_text or '(nothing)'}`{verdict}")
+    if head is not None:
+        rows, cols = probe_labels(result)
+        display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
+                             key="train_probe_csv")
+    st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
+    return step
+
+
+def metrics_line(snapshot) -> None:
+    """The latest losses and accuracies on one line above the curves and the probe (a live run's screen has no
+    room for more)."""
+    latest = snapshot.history[-1] if snapshot.history else {}
+    values = {"Training loss": f"{snapshot.loss:.3f}" if snapshot.step else "–",
+              "Held-out loss": f"{latest['loss']:.3f}" if latest else "–",
+              "Token accuracy": f"{latest['token_accuracy']:.1%}" if latest else "–",
+              "Exact match": f"{latest['exact_match']:.1%}" if latest else "–"}
+    st.markdown(" · ".join(f"{name} **{value}**" for name, value in values.items()),
+                help="Exact match: greedy outputs identical to the answer, on held-out inputs never trained on.")
+
+
+def queue_line(run: runs.Run) -> str:
+    """Where a queued run stands: "2 runs ahead of yours", or next."""
+    position = run.position()
+    slots, _ = runs.queue_limits()
+    busy = f"all {slots} of this server's training slots are busy" if slots > 1 else \
+        "this server's training slot is busy"
+    if not position:  # its turn came since the snapshot was taken
+        return ":blue[**Starting…**]"
+    ahead = position - 1
+    where = ("yours is next" if ahead == 0 else f"{ahead:,} run{'s' if ahead != 1 else ''} ahead of yours")
+    return (f":blue[**Waiting for a training slot:**] {where}. Training starts by itself when one frees up "
+            f"({busy}); Pause leaves the line.")
+
+
+def status_line(run: runs.Run, snapshot) -> None:
+    value, text = progress(snapshot, run.settings.target)
+    if snapshot.state == "queued":
+        st.markdown(queue_line(run))
+    elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
+        st.markdown(":green[**Starting a training process…**] (a few seconds: it loads the model code first)")
+    elif snapshot.state == "error":
+        st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
+                 "kept: you can still use or download it below.")
+    elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
+        text = f"{STATE_LINES[snapshot.state]} {text}"
+    else:
+        st.markdown(f"**Finished:** the run {REASONS.get(snapshot.finished_reason, 'ended')} "
+                    f"after {snapshot.step:,} steps ({format_seconds(snapshot.elapsed)}).")
+    st.progress(value, text=text)
+
+
+def live_view(view: View, run: runs.Run) -> None:
+    """Progress, curves and the probe of this session's run (its place in line while it waits)."""
+    snapshot = run.snapshot()
+    run.heartbeat()
+    if snapshot.state != runs.drawn_state():
+        st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
+    status_line(run, snapshot)
+    metrics_line(snapshot)
+    curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
+    with curves:
+        scrub = st.container()
+    wide = st.container()
+    with probe:
+        step = probe_panel(view, run.timeline(snapshot), run.task, snapshot.state, scrub, wide)
+    with curves:
+        fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
+                                 lambda: curves_at(snapshot, run.task.name, step))
+        display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
+        st.caption(f"{run.task.name.capitalize()}: held-out metrics, measured every "
+                   f"{run.settings.train.eval_every} steps"
+                   + (". The dotted line marks the step of the probe shown." if step is not None else "."))
+        if snapshot.probes:
+            animations.training_animation(view, run, snapshot)
+    keep_row(run, snapshot)
+    view.sync_url()
+
+
+def curves_at(snapshot, task_name: str, step: int | None):
+    """The held-out curves, marked at the probe's `step` (when a probe is shown)."""
+    fig = curves_figure(snapshot, task_name).update_layout(  # the caption under it names it: no title
+        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=36)
+    return fig if step is None else mark_step(fig, step)
+
+
+def first_screen(fig, head: int | None):
+    """One head's probe heatmap no taller than PROBE_MAX_HEIGHT (its cells shrink, its labels keep their size), so
+    it fits the first screen at 1280x720 beside the curves (every head's grid goes below them at its own size)."""
+    height, margin = fig.layout.height, fig.layout.margin
+    if head is not None and height and height > PROBE_MAX_HEIGHT and fig.layout.width:
+        scale = (PROBE_MAX_HEIGHT - margin.t - margin.b) / (height - margin.t - margin.b)
+        display.fit(fig, int(margin.l + COLORBAR_PX + (fig.layout.width - margin.l - COLORBAR_PX) * scale))
+        fig.update_xaxes(tickmode="linear", dtick=1).update_yaxes(tickmode="linear", dtick=1)  # label every token
+    return fig
+
+
+def keep_clicked(run: runs.Run) -> None:
+    key = runs.keep_snapshot(run)
+    runs.say("success", f"Kept “{registry.entries()[key].label}”: pick it on the Compare page or in the sidebar.",
+             "keep")
+
+
+def keep_row(run: runs.Run, snapshot) -> None:
+    """Keep the weights as of now (a snapshot, at most runs.MAX_SNAPSHOTS per session) to compare them later."""
+    kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.button(f"Keep weights at step {snapshot.step:,}", key="train_keep", icon=":material/bookmark_add:",
+                  disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=keep_clicked, args=(run,),
+                  help="Keep the model as it is now, to compare it with a later step on the Compare page "
+                       f"(at most {runs.MAX_SNAPSHOTS} kept; the oldest goes first).")
+        done = f"Kept: {', '.join(f'step {step:,}' for step, _ in kept)}. " if kept else ""
+        st.caption(done + "Compare two kept steps, or a step with the finished model, on the Compare page.")
+    show_message("keep")
+
+
+@st.fragment(run_every=runs.POLL_SECONDS)
+def live_polling(view: View, run: runs.Run) -> None:
+    """The live view while the run trains: it redraws itself every POLL_SECONDS."""
+    live_view(view, run)
+
+
+@st.fragment
+def live_static(view: View, run: runs.Run) -> None:
+    """The live view of a run that is not stepping: a pick reruns only this part."""
+    live_view(view, run)
+
+
+def preview_view(settings: RunSettings, text: str) -> None:
+    """Before Start: the untrained model's cross-attention on the probe."""
+    result = runs.preview(settings.key(), text)
+    if result.error:
+        st.warning(f"The probe input cannot be decoded: {result.error}")
+        return
+    st.info("This is the **untrained** model: its cross-attention has no structure yet. Press **Start** and "
+            "watch it change as the model learns (for *reverse*, an anti-diagonal appears).", icon=":material/info:")
+    fig = runs.probe_figure(result, 0, 0, None)
+    display.show_figure(fig, probe_filename(settings.train.task, 0, 0, None), key="train_preview_chart")
+    st.markdown(f"Untrained output: `{result.output_text or '(nothing)'}`")

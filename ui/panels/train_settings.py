@@ -1,0 +1,210 @@
+"""The Train page's settings: the task (a built-in one with its preset, or your own pairs), the model's shape and
+the training recipe, each a prop of the page's state table, checked before Start."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from transformer.tasks import TASKS, CustomTask
+from transformer.tasks.custom import (
+    MAX_DATA_MB, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs, too_large,
+)
+from transformer.training.devices import DEVICES, cuda_available
+from ui.run_settings import (
+    DEVICE_LABELS, INIT_LABELS, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS, TRAIN_DEFAULTS,
+    RunSettings, largest_batch, model_problem, settings_summary, task_class, task_defaults, task_problem,
+)
+from ui.state import View
+from ui.tables.train import (
+    MODEL_FIELDS, MUON_LR, PARAM_FIELDS, PRESET_PROPS, TRAIN_FIELDS, FloatSetting, IntSetting, preset_note,
+    setting_text, settings_of, stop_target,
+)
+
+TOKENIZATION_LABELS = {"char": "Characters (one token each)", "sentencepiece": "Sentencepiece subwords"}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def batch_ceiling(settings_key: str, ceiling: int) -> int | None:
+    """run_settings.largest_batch for the settings behind `settings_key` (cached: it builds the tokenizer)."""
+    return largest_batch(RunSettings.from_key(settings_key), ceiling)
+
+
+def number(view: View, prop: IntSetting | FloatSetting, disabled: bool, **extra):
+    """The number input of a numeric setting, its bounds from the prop; the batch size's upper bound also
+    follows the run budget (never below the value already chosen: that one is refused with the estimate)."""
+    normal = prop.normal if isinstance(prop, FloatSetting) else None
+    args = prop.widget_args()
+    if prop.name == "batch_size":
+        fits = batch_ceiling(settings_of(view.values()).key(), prop.hi)
+        if fits is not None:
+            args["max_value"] = max(fits, view.get("batch_size"))
+            args["help"] = f"{prop.help} With these settings the run budget allows at most {fits:,}."
+    return view.widget(prop.name, st.number_input, prop.label, from_widget=normal, disabled=disabled, **args, **extra)
+
+
+def grid(view: View, fields: dict, disabled: bool, columns: int = 3) -> None:
+    """Number inputs for `fields`, `columns` to a row."""
+    cols = st.columns(columns)
+    for i, prop in enumerate(fields.values()):
+        with cols[i % columns]:
+            number(view, prop, disabled)
+
+
+def check_settings(view: View) -> None:
+    """What a link set that cannot be used returns to its default with a note:
+    a parameter the task does not have, task parameters that do not go together (shortest > longest), a model
+    shape that cannot be built (d_model not divisible by the heads). Values typed on the page stay, with an
+    error that blocks Start."""
+    task = view.get("task")
+    own = task_defaults(task)
+    for name, prop in PARAM_FIELDS.items():
+        if name not in own and view.get(name) != prop.default:
+            view.refuse(name, f"the {task} task has no such setting")
+    values = view.values()
+    if view.get("device") == "cuda" and not cuda_available():
+        view.refuse("device", "this server has no CUDA GPU (torch.cuda.is_available() is False); "
+                    "training runs on the CPU")
+    checks = ((own, task_problem(task, {name: values[name] for name in own})),
+              (MODEL_FIELDS, model_problem(settings_of(values).model)))
+    for names, problem in checks:
+        for name in names:
+            if problem is not None and view.from_link(name):
+                view.refuse(name, problem)
+
+
+def reset_to_preset(view: View) -> None:
+    for name in PRESET_PROPS:
+        view.reset(name)
+
+
+def preset_row(view: View, task: str, locked: bool) -> None:
+    """What the task's preset sets, the settings changed since, and a button back to the preset."""
+    changed = [name for name in PRESET_PROPS if view.get(name) != view.default(name)]
+    note = f"**Preset for {task_class(task).title}:** {preset_note(task)}"
+    if changed:
+        note += " · :orange[changed: " + ", ".join(setting_text(name, view.get(name)) for name in changed) + "]"
+    with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
+        st.markdown(note, help="Picking a task loads its preset: the model shape and training recipe measured "
+                    "fastest to its bar (transformer/presets.py). Your seed, early stop and device stay.")
+        st.button("Reset to preset", key="train_preset_reset", icon=":material/settings_backup_restore:",
+                  disabled=locked or not changed, on_click=reset_to_preset, args=(view,))
+
+
+def section(title: str, icon: str, nested: bool):
+    """A collapsed expander, or (inside the live run's settings expander, where expanders cannot nest) a
+    bordered container under a bold title."""
+    if not nested:
+        return st.expander(title, icon=icon)
+    box = st.container(border=True)
+    box.markdown(f"{icon} **{title}**")
+    return box
+
+
+def settings_panel(view: View, locked: bool) -> RunSettings:
+    """Task and its parameters on one row, the task's preset under it; model shape and training settings in two
+    expanders below, with a one-line summary (read-only while a run is live, and then inside one collapsed
+    expander of its own: see main)."""
+    cols = st.columns([1.3, 0.75, 0.75, 2.2], vertical_alignment="bottom")
+    with cols[0]:
+        task = view.widget("task", st.selectbox, "Task", [*TASKS, CustomTask.name],
+                           format_func=lambda name: task_class(name).title,
+                           disabled=locked)
+    for col, name in zip(cols[1:3], task_defaults(task)):
+        with col:
+            number(view, PARAM_FIELDS[name], locked)
+    cols[3].caption(task_class(task).description)
+    if task == CustomTask.name:
+        custom_data_panel(view, locked)
+    preset_row(view, task, locked)
+    shape_col, train_col = st.columns(2, gap="medium")
+    with shape_col, section("Model shape", ":material/account_tree:", nested=locked):
+        grid(view, MODEL_FIELDS, locked)
+        norm_col, pos_col = st.columns(2)
+        with norm_col:
+            view.widget("norm", st.selectbox, "Norm placement", list(NORM_LABELS), format_func=NORM_LABELS.get,
+                        disabled=locked)
+        with pos_col:
+            view.widget("positional", st.selectbox, "Positional encoding", list(POSITIONAL_LABELS),
+                        format_func=POSITIONAL_LABELS.get, disabled=locked)
+        qk_col, init_col = st.columns(2, vertical_alignment="bottom")
+        with qk_col:
+            view.widget("qk_norm", st.toggle, "qk-norm", disabled=locked,
+                        help="RMS-normalise each head's queries and keys before their dot product (the attention "
+                        "shown is of the normalised ones): steadier training at higher learning rates.")
+        with init_col:
+            view.widget("init", st.selectbox, "Initial weights", list(INIT_LABELS), format_func=INIT_LABELS.get,
+                        disabled=locked, help="Identity: the output weights of every attention and feed-forward "
+                        "branch start at zero, so each layer starts by passing its input on (plus a bias), and the "
+                        "token embeddings start small. Reverse learns from about a quarter of the examples Xavier "
+                        "needs.")
+    with train_col, section("Training settings", ":material/tune:", nested=locked):
+        grid(view, TRAIN_FIELDS, locked)
+        opt_col, muon_col, schedule_col = st.columns(3)
+        with opt_col:
+            optimizer = view.widget("optimizer", st.selectbox, "Optimizer", list(OPTIMIZER_LABELS),
+                                    format_func=OPTIMIZER_LABELS.get, disabled=locked,
+                                    help="Muon orthogonalises the update of each weight matrix inside the layers "
+                                    "(torch.optim.Muon); Adam trains everything else.")
+        with muon_col:
+            number(view, MUON_LR, locked or optimizer != "muon")
+        with schedule_col:
+            view.widget("schedule", st.selectbox, "Learning-rate decay", list(SCHEDULE_LABELS),
+                        format_func=SCHEDULE_LABELS.get, disabled=locked,
+                        help="After the warm-up the learning rate falls to 2% of its peak by the last step: along a "
+                        "line, or half a cosine (high for longer, a softer landing).")
+        view.widget("stop_early", st.checkbox, f"Stop once held-out exact match reaches {stop_target(task):.0%}",
+                    disabled=locked, help=f"Checked every {TRAIN_DEFAULTS.eval_every} steps on "
+                    f"{TRAIN_DEFAULTS.eval_samples} held-out inputs, confirmed on {TRAIN_DEFAULTS.confirm_samples}.")
+        if cuda_available():  # on a server without a GPU there is nothing to choose
+            view.widget("device", st.selectbox, "Device", list(DEVICES), format_func=DEVICE_LABELS.get,
+                        disabled=locked, help="Where the run trains. Auto uses the GPU; the weights you use or "
+                        "download are the same either way (kept on the CPU).")
+    settings = settings_of(view.values())
+    st.caption(settings_summary(settings) + (" · *locked while the run is live*" if locked else ""))
+    return settings
+
+
+def upload_problem(view: View, upload) -> str | None:
+    """Take a newly uploaded file's text as the data (and its name as the data's name); what is wrong with the
+    file (too large, not UTF-8) while it stays uploaded, or None."""
+    oversized = too_large(upload.size)  # refused before its bytes are read
+    text, why = (None, oversized) if oversized else decode_data(upload.getvalue())
+    if text is None:
+        return f"{upload.name}: {why}"
+    if st.session_state.get("train_custom_file") != upload.file_id:  # each upload is taken once
+        st.session_state["train_custom_file"] = upload.file_id
+        view.set("custom_data", text)
+        view.set("custom_title", upload.name.rsplit(".", 1)[0][:MAX_TITLE].strip() or None)
+    return None
+
+
+def custom_data_panel(view: View, locked: bool) -> None:
+    """Your own data: upload a two-column TSV/CSV file or paste pairs, choose the tokenisation, and see every
+    problem the checks find (and what they skipped) before starting."""
+    with st.container(border=True, key="train_custom"):
+        up_col, name_col, tok_col = st.columns([2.2, 1, 1.2])
+        with up_col:
+            upload = st.file_uploader("Upload a two-column TSV or CSV file (UTF-8): source, target",
+                                      type=["tsv", "csv", "txt"], key="train_custom_upload", disabled=locked,
+                                      max_upload_size=MAX_DATA_MB)  # the limit the box shows
+        why = upload_problem(view, upload) if upload is not None else None  # before the widgets it fills
+        with name_col:
+            view.widget("custom_title", st.text_input, "Name of the data", max_chars=MAX_TITLE,
+                        placeholder="my data", disabled=locked)
+        with tok_col:
+            view.widget("tokenization", st.radio, "Tokenisation", list(TOKENIZATIONS),
+                        format_func=TOKENIZATION_LABELS.get, disabled=locked)
+        view.widget("custom_data", st.text_area, "Or paste the pairs, one per line: source, a tab or a comma, "
+                    "target", height=160, disabled=locked, placeholder="12\tXII\n13\tXIII",
+                    help=f"At most {MAX_DATA_MB} MB. The data stays in this session and in the run's "
+                    "settings; a link does not carry it.")
+        if why:
+            st.error(why, icon=":material/error:")
+        if not view.get("custom_data"):
+            st.info(f"Upload a file or paste at least {MIN_PAIRS} pairs.", icon=":material/upload_file:")
+            return
+        parsed = parse_pairs(view.get("custom_data"))
+        for problem in parsed.problems:
+            st.error(problem, icon=":material/error:")
+        for note in parsed.notes:
+            st.caption(note)
