@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import cachetools
 import numpy as np
@@ -157,6 +158,38 @@ def importance(key: str, version: int, samples: int, mode: str) -> dict:
     """ablation.importance of the model on `samples` held-out inputs: each head's exact-match drop and the
     removal curve (a private copy of the model carries the hooks)."""
     return memo("importance", _importance, key, version, samples, mode)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a page decodes: the model (registry key and the version of its file), the input text, and the heads
+    knocked out (ablation.Head, sorted) with how (`mode`: "zero" or "mean"). Hashable: it names its results in the
+    cache, and its methods are the cached decodes of it."""
+
+    key: str
+    version: int
+    text: str
+    knocked: tuple = ()
+    mode: str = "zero"
+
+    def greedy(self, forced: tuple[tuple[int, int], ...] = ()) -> DecodeResult:
+        """The traced greedy decode, with `forced` (0-based step, token id) pairs."""
+        return greedy(self.key, self.version, self.text, forced, knocked=self.knocked, mode=self.mode)
+
+    def intact(self) -> Source:
+        """The same decode with every head in place."""
+        return dataclasses.replace(self, knocked=())
+
+    def beam(self, width: int) -> BeamResult:
+        return beam(self.key, self.version, self.text, width, self.knocked, self.mode)
+
+    def logits(self, output_ids: tuple) -> torch.Tensor:
+        """The raw logits at every step of a decode that wrote `output_ids`."""
+        return logits(self.key, self.version, self.text, output_ids, self.knocked, self.mode)
+
+    def model(self):
+        """A context manager: the model to run (with the heads knocked out, a private copy)."""
+        return model_for(self.key, self.version, self.knocked, self.mode)
 
 
 def figure(name: tuple, build):

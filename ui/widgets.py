@@ -1,12 +1,17 @@
 """Widgets and checks that several pages show, each written once: the model guard, the input box with the
-task's examples, the right/wrong verdict, and the "longer than trained" warning."""
+task's examples, the expected answer and the right/wrong verdict, the "longer than trained" warning, and how a
+token and a probability read in text."""
 
 from __future__ import annotations
+
+import html
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from transformer.bundle import ModelBundle
+from transformer.charts.common import display_piece
+from transformer.tasks import TaskError
 
 from . import model_registry as registry
 from .state import View
@@ -49,6 +54,24 @@ def verdict(output: str, answer: str | None) -> str:
     if answer is None:
         return ""
     return ":green-badge[:material/check: right]" if output == answer else ":red-badge[:material/close: wrong]"
+
+
+def token_text(piece: str) -> str:
+    """A token for markdown code spans and widget labels (not HTML): a space shown as ␣."""
+    return html.unescape(display_piece(piece))
+
+
+def pct(p: float) -> str:
+    """A probability as a percentage, small ones in scientific notation so they do not all read 0.0%."""
+    return f"{p:.1%}" if p >= 0.001 else f"{p:.1e}"
+
+
+def expected(task, text: str) -> tuple[str | None, str]:
+    """(the task's right answer, "") or (None, why there is none)."""
+    try:
+        return task.target(text), ""
+    except TaskError as exc:
+        return None, str(exc)
 
 
 def warn_if_longer_than_trained(task, text: str) -> None:

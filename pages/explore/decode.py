@@ -4,7 +4,6 @@ force a different token, compare greedy with beam search, and sample with temper
 from __future__ import annotations
 
 import html
-import math
 from typing import NamedTuple
 
 import plotly.graph_objects as go
@@ -14,24 +13,24 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, knockout, step_player
 from ui.animations import decode_animation
 from ui import model_registry as registry
-from ui.display import csv_download, fitted_row, label_width, presenter_sized, show_figure
+from ui.display import csv_download, fitted_row, label_width, presenter_sized
 from ui.markdown import code, literal
 from ui.state import View
 from ui.sidebar import EXPORT_FORMAT, presenting
 from ui.step_player import CHIP, CHIP_STYLES, FORCED_RING
-from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
-from ui.widgets import finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
+from ui.tables.decode import DECODE
+from ui.panels.decode_search import beam_panel, sampling_panel
+from ui.widgets import (
+    expected, finish, header, input_picker, pct, require_model, token_text, verdict, warn_if_longer_than_trained,
+)
 from transformer.charts.animation import STEP_KINDS, decode_step_spec
-from transformer.charts import TOPK_SCALES, sampling_bars, token_labels, topk_spec
+from transformer.charts import TOPK_SCALES, token_labels, topk_spec
 from transformer.charts.common import display_piece
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.charts.export import chart_filename
-from transformer.network.sampling import SampleResult, SampleSettings, samples
 from transformer.network.special_tokens import BOS, PAD, UNK
-from transformer.tasks import TaskError
 from transformer.network.tokenizers import TokenizerError
 
-SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
 CHANNEL = "decode"  # the step player's channel: its charts follow it
 
 
@@ -57,19 +56,9 @@ def step_chip(step, style: str, tip: str) -> Chip:
                 step.forced)
 
 
-def plain(piece: str) -> str:
-    """A token for markdown code spans and widget labels (not HTML): a space shown as ␣."""
-    return html.unescape(display_piece(piece))
-
-
 def html_code(piece: str) -> str:
     """A token in an HTML code span, escaped."""
-    return f"<code>{html.escape(plain(piece))}</code>"
-
-
-def pct(p: float) -> str:
-    """A probability as a percentage, small ones in scientific notation so they do not all read 0.0%."""
-    return f"{p:.1%}" if p >= 0.001 else f"{p:.1e}"
+    return f"<code>{html.escape(token_text(piece))}</code>"
 
 
 def intro() -> DeltaGenerator:
@@ -101,7 +90,7 @@ def step_sentence(result: DecodeResult, t: int) -> str:
 
 def player_steps(result: DecodeResult) -> list[dict]:
     """Per step: the decoder chip it writes, the caption under the strips and the choice sentence."""
-    return [{"chip": step_player.chip(plain(step.piece), step_chip(step, "plain", "").tip, step.forced),
+    return [{"chip": step_player.chip(token_text(step.piece), step_chip(step, "plain", "").tip, step.forced),
              "caption": f"At step {t + 1} the decoder reads {html_code('<s>')} and the {t} token(s) before the "
                         "highlighted one; the dashed ones come later. ⚑ marks a token you forced.",
              "sentence": step_sentence(result, t)} for t, step in enumerate(result.steps)]
@@ -110,8 +99,8 @@ def player_steps(result: DecodeResult) -> list[dict]:
 def step_controls(view: View, decode: str, result: DecodeResult, t: int) -> None:
     """The player: first / previous / slider / next / last (and the arrow keys), the source and decoder strips
     and the step's choice, drawn in the browser for every step; a move reaches the `step` prop (1-based)."""
-    source = [step_player.chip(plain(p), f"source position {i}") for i, p in enumerate(result.source_pieces)]
-    first = step_player.chip(plain(result.prefix_pieces[0]), "position 0: start of the output")
+    source = [step_player.chip(token_text(p), f"source position {i}") for i, p in enumerate(result.source_pieces)]
+    first = step_player.chip(token_text(result.prefix_pieces[0]), "position 0: start of the output")
     step_player.player("decode_player", CHANNEL, decode, t, ("Source (encoder)", "Decoder"), source, first,
                        player_steps(result), on_step=lambda step: view.set("step", step + 1))
 
@@ -133,7 +122,7 @@ def force_panel(view: View, tokenizer, result: DecodeResult, t: int) -> None:
     order = [i for i in probs.argsort(descending=True).tolist() if i not in (PAD, BOS, UNK)]
     model_choice = step.topk[0].id
     default = next(n for n, i in enumerate(order) if i != model_choice)
-    labels = {i: f"{plain(tokenizer.piece(i))}  ·  {pct(float(probs[i]))}" for i in order}
+    labels = {i: f"{token_text(tokenizer.piece(i))}  ·  {pct(float(probs[i]))}" for i in order}
     with st.container(border=True):
         st.markdown(f"**Force a different token at step {t + 1}**")
         pick = st.selectbox("Token (most likely first, then the rest of the vocabulary)", order, index=default,
@@ -183,19 +172,17 @@ SCALE_NOTES = {
 }
 
 
-def topk_values(source: tuple, result: DecodeResult, scale: str) -> list[list[float]]:
-    """Every step's top-k candidates' values on `scale`, as the model computed them (`source`: model key,
-    version, input, heads knocked out and how)."""
+def topk_values(source: decodes.Source, result: DecodeResult, scale: str) -> list[list[float]]:
+    """Every step's top-k candidates' values on `scale`, as the model computed them."""
     if scale == "probability":
         return [[c.prob for c in step.topk] for step in result.steps]
     if scale == "log-probability":
         return [step.log_probs[[c.id for c in step.topk]].tolist() for step in result.steps]
-    key, version, text, knocked, mode = source
-    logits = decodes.logits(key, version, text, tuple(result.output_ids), knocked, mode)
+    logits = source.logits(tuple(result.output_ids))
     return [logits[t, [c.id for c in step.topk]].tolist() for t, step in enumerate(result.steps)]
 
 
-def step_figures(decode: str, source: tuple, result: DecodeResult, kind: str, scale: str, presenter: bool
+def step_figures(decode: str, source: decodes.Source, result: DecodeResult, kind: str, scale: str, presenter: bool
                  ) -> list[dict]:
     """Every step's chart of `kind` ("topk" on `scale`, "cross", "decoder_self") as the player's charts take
     them, enlarged for presenter mode; built once per decode (named by `decode`) and settings (decodes cache)."""
@@ -211,7 +198,7 @@ def step_figures(decode: str, source: tuple, result: DecodeResult, kind: str, sc
     return decodes.memo("step_figures", lambda *_: build(), decode, kind, scale, presenter)
 
 
-def step_chart(decode: str, source: tuple, bundle, result: DecodeResult, kind: str, scale: str = "probability"
+def step_chart(decode: str, source: decodes.Source, bundle, result: DecodeResult, kind: str, scale: str = "probability"
                ) -> None:
     """The player's chart of `kind`: every step's figure, the one shown following the player."""
     task, steps = bundle.task.name, range(len(result.steps))
@@ -221,7 +208,7 @@ def step_chart(decode: str, source: tuple, bundle, result: DecodeResult, kind: s
                       st.session_state.get(EXPORT_FORMAT, "png"), look=(scale, presenting()))
 
 
-def topk_chart(view: View, decode: str, source: tuple, bundle, result: DecodeResult) -> None:
+def topk_chart(view: View, decode: str, source: decodes.Source, bundle, result: DecodeResult) -> None:
     """The top-k next-token bars of the step shown, on the chosen scale, the chosen token highlighted."""
     scale = view.widget("scale", st.segmented_control, "Show", tuple(TOPK_SCALES), required=True)
     step_chart(decode, source, bundle, result, "topk", scale)
@@ -229,7 +216,7 @@ def topk_chart(view: View, decode: str, source: tuple, bundle, result: DecodeRes
         st.caption(SCALE_NOTES[scale])
 
 
-def attention_charts(decode: str, source: tuple, bundle, result: DecodeResult, t: int) -> None:
+def attention_charts(decode: str, source: decodes.Source, bundle, result: DecodeResult, t: int) -> None:
     """Cross- and decoder self-attention of the step shown, every layer and head as a row, and the numbers of
     step t (the server's step: they follow a move once the server has heard of it). Side by side where both fit
     with every token labelled, else one above the other (a 1024-pixel projector with the sidebar open)."""
@@ -247,14 +234,6 @@ def attention_charts(decode: str, source: tuple, bundle, result: DecodeResult, t
                          [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)],
                          token_labels(keys[kind]), chart_filename(task, kind, step=t), key=f"decode_csv_{kind}",
                          label=f"Numbers of step {t + 1} (CSV)")
-
-
-def expected(task, text: str) -> tuple[str | None, str]:
-    """(the task's right answer, "") or (None, why there is none)."""
-    try:
-        return task.target(text), ""
-    except TaskError as exc:
-        return None, str(exc)
 
 
 def checked_forcing(view: View, tokenizer) -> dict[int, int]:
@@ -277,26 +256,22 @@ def current_step(view: View, n_steps: int) -> int:
 
 
 @st.fragment
-def stepper(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
-    """Everything that changes with the step or a forced token; a click reruns only this part. `source`:
-    model key, version, input, heads knocked out and how."""
-    key, version, text, knocked, mode = source
+def stepper(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
+    """Everything that changes with the step or a forced token; a click reruns only this part."""
     forced = checked_forcing(view, bundle.tokenizer)
-    result = decodes.greedy(key, version, text, tuple(sorted(forced.items())), knocked=knocked, mode=mode) \
-        if forced else greedy
+    result = source.greedy(tuple(sorted(forced.items()))) if forced else greedy
     if any(s >= len(result.steps) for s in forced):
         view.refuse("force", f"this decode has only {len(result.steps)} step(s)")
         result = greedy
     t = current_step(view, len(result.steps))
-    decode = step_player.version(key, version, text, tuple(result.output_ids),
-                                 tuple(s.index for s in result.steps if s.forced), knocked, mode)
+    decode = step_player.version(source, tuple(result.output_ids), tuple(s.index for s in result.steps if s.forced))
     step_controls(view, decode, result, t)
     left, right = st.columns(2, gap="large")  # at 1024x768 a narrower left column cut the scale switch
     with left:
         topk_chart(view, decode, source, bundle, result)
     with right:
         force_panel(view, bundle.tokenizer, result, t)
-        outcome(view, result, greedy, *expected(bundle.task, text))
+        outcome(view, result, greedy, *expected(bundle.task, source.text))
     st.subheader("Attention at this step")
     st.caption("Each row is one head (L = decoder layer, H = head); each row sums to 1 over its columns. "
                "Bright cells show where that head looked while choosing this step's token. ← and → step "
@@ -306,144 +281,16 @@ def stepper(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
     view.sync_url()
 
 
-@st.fragment
-def beam_panel(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
-    key, version, text, knocked, mode = source
-    st.subheader("Greedy or beam search?")
-    st.markdown("Greedy keeps only the single best token at each step. Beam search keeps the *k* best partial "
-                "outputs and returns the finished one with the highest total log-probability "
-                r"$\sum_t \log P(y_t \mid y_{<t}, x)$.")
-    width = view.widget("beam", st.segmented_control, "Beam width", BEAM_WIDTHS, required=True)
-    beam = decodes.beam(key, version, text, width, knocked, mode)
-    answer, _ = expected(bundle.task, text)
-    left, right = st.columns(2)
-    for column, name, output, score in ((left, "Greedy", greedy.output_text, greedy.score),
-                                        (right, f"Beam search, width {width}", beam.text, beam.score)):
-        with column.container(border=True):
-            st.markdown(f"**{name}**")
-            st.markdown(f"{code(output or '(empty)')} {verdict(output, answer)}")
-            st.markdown(f"total log-probability **{score:.4g}** (probability {pct(math.exp(score))})")
-    if beam.text == greedy.output_text:
-        st.caption(":material/check: Both find the same output.")
-        if not bundle.card.get("under_trained") and BEAM_DEMO in registry.entries():
-            st.caption("A well-trained model is so sure of each token that greedy and beam search almost always "
-                       "agree. Beam search earns its keep on a model that is still unsure: try the under-trained "
-                       "reverse model, whose example inputs include some where only beam search is right.")
-            if st.button("Open the under-trained reverse model", icon=":material/swap_horiz:", key="decode_beam_demo"):
-                registry.set_active(BEAM_DEMO)
-                st.rerun()  # the whole page: this panel is a fragment, and the sidebar shows the model too
-    else:
-        st.markdown(":orange-badge[:material/compare_arrows: different outputs] beam search found a sequence "
-                    f"whose total log-probability differs by {beam.score - greedy.score:+.4g}.")
-    view.sync_url()
-
-
-BEAM_DEMO = "shipped:reverse-early"  # assets/build_beam_demo.py: stopped early, so beam search matters
-
-
-def sampling_controls(view: View) -> None:
-    """Temperature, top-k (empty: off), top-p and seed, each bound to its prop."""
-    temperature, top_k, top_p, seed = st.columns(4)
-    with temperature:
-        view.widget("temperature", st.number_input, "Temperature", min_value=0.0, max_value=100.0, step=0.1,
-                    format="%.2f", help="Divides the logits before softmax: below 1 sharper, above 1 flatter.")
-    with top_k:
-        box = view.widget_key("top_k")
-        view.widget("top_k", st.number_input, "Top-k", min_value=0, max_value=100_000, value=None, step=1,
-                    placeholder="off",  # value=None: the box may be emptied (off)
-                    on_change=lambda: view.reset("top_k") if st.session_state[box] is None else None,
-                    help="Draw only from the k most likely tokens; empty: off.")
-    with top_p:
-        view.widget("top_p", st.number_input, "Top-p", min_value=0.0, max_value=1.0, step=0.05, format="%.2f",
-                    help="Draw only from the smallest set of most likely tokens whose probabilities add up to at "
-                         "least p (nucleus sampling); 1: off.")
-    with seed:
-        view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
-                    help=f"The same seed always draws the same tokens; the {SAMPLES} samples use this seed and "
-                         "the next ones.")
-
-
-def sample_step(view: View, drawn: SampleResult) -> int:
-    """The 0-based step of the first sample to show (its first by default), with a slider when there are more."""
-    n_steps, chosen = len(drawn.steps), view.get("sample_step")
-    if chosen is not None and chosen > n_steps:
-        view.refuse("sample_step", f"this sample has only {n_steps} step(s)")
-        chosen = None
-    if n_steps > 1:
-        view.widget("sample_step", st.slider, f"Step of the sample with seed {drawn.settings.seed} (of {n_steps})",
-                    1, n_steps, to_widget=lambda value: value or 1)
-    return (chosen or 1) - 1
-
-
-def sampling_chart(bundle, drawn: SampleResult, t: int, shown: int = 8) -> None:
-    """Step t of a sample: the model's, the tempered and the filtered distribution over its most likely tokens
-    (and the drawn one), and what was drawn."""
-    step, vocab = drawn.steps[t], len(drawn.steps[t].probs)
-    ids = step.probs.argsort(descending=True, stable=True)[:shown].tolist()
-    ids += [] if step.token in ids else [step.token]
-    fig = sampling_bars([bundle.tokenizer.piece(i) for i in ids],
-                        {"model": step.probs[ids].numpy(), "after temperature": step.tempered[ids].numpy(),
-                         "after top-k / top-p": step.filtered[ids].numpy()},
-                        drawn=step.piece, title=f"Sampling distributions · step {t + 1}")
-    show_figure(fig, chart_filename(bundle.task.name, "sampling", step=t), key="decode_chart_sampling")
-    st.markdown(f"**Step {t + 1}:** drew **{code(plain(step.piece))}** (outlined) with probability "
-                f"**{pct(step.prob)}**; the model alone gave it {pct(float(step.probs[step.token]))}. The filters "
-                f"kept {step.kept} of {vocab} tokens.")
-    st.caption(f"Bars show the {len(ids)} most likely tokens; each full distribution (all {vocab} tokens) "
-               f"sums to 1, so these bars hold {pct(float(step.filtered[ids].sum()))} of the filtered mass.")
-
-
-def drawn_samples(source: tuple, bundle, settings: SampleSettings) -> list[SampleResult]:
-    """The seeded samples, kept for this session's last model, input, knockout and settings (a step click
-    reuses them)."""
-    name = (*source, settings)
-    kept = st.session_state.get(SAMPLES_KEY)
-    if kept is None or kept[0] != name:
-        with decodes.model_for(*source[:2], *source[3:]) as model:
-            drawn = samples(model, bundle.tokenizer, source[2], settings, SAMPLES)
-        kept = st.session_state[SAMPLES_KEY] = (name, drawn)
-    return kept[1]
-
-
-@st.fragment
-def sampling_panel(view: View, source: tuple, bundle, greedy: DecodeResult) -> None:
-    """Temperature / top-k / top-p sampling: a few seeded samples beside greedy, and one step's distributions."""
-    st.subheader("Sampling instead of greedy")
-    st.markdown("Chatbots rarely take the single most likely token: they **sample** it. The logits are divided "
-                "by a **temperature**, turned into probabilities, cut to the **top-k** most likely tokens and to "
-                "the smallest set whose probabilities add up to **top-p**, and one token is drawn from what is "
-                "left. Temperature near 0, or top-k = 1, is greedy decoding again.")
-    sampling_controls(view)
-    values = view.values()
-    try:
-        settings = SampleSettings(values["temperature"], values["top_k"], values["top_p"], values["seed"])
-        drawn = drawn_samples(source, bundle, settings)
-    except (DecodeError, TokenizerError) as exc:
-        st.error(f"Cannot sample with these settings: {literal(str(exc))}.", icon=":material/error:")
-        view.sync_url()
-        return
-    answer, _ = expected(bundle.task, source[2])
-    columns = st.columns(SAMPLES + 1)
-    outputs = [("Greedy", greedy.output_text)] + [(f"Sample · seed {d.settings.seed}", d.output_text) for d in drawn]
-    for column, (name, output) in zip(columns, outputs):
-        with column.container(border=True):
-            st.markdown(f"**{name}**")
-            st.markdown(f"{code(output or '(empty)')} {verdict(output, answer)}")
-    t = sample_step(view, drawn[0])
-    sampling_chart(bundle, drawn[0], t)
-    view.sync_url()
-
-
 def main() -> None:
     view = DECODE.view()
     notes = intro()
     key, bundle = require_model()
     text = input_picker(view, bundle, help_text=f"{bundle.task.description} The model reads at most "
                                            f"{bundle.config.max_len - 1} tokens.")
-    version = registry.version(key)
     knocked, mode = knockout.picked(view, bundle.model)
+    source = decodes.Source(key, registry.version(key), text, knocked, mode)
     try:
-        greedy = decodes.greedy(key, version, text, knocked=knocked, mode=mode)
+        greedy = source.greedy()
     except (TokenizerError, DecodeError) as exc:
         if view.from_link("input"):  # a link's input the model cannot read: its first example instead
             view.refuse("input", str(exc))
@@ -454,9 +301,8 @@ def main() -> None:
         return
     warn_if_longer_than_trained(bundle.task, text)
     if knocked:
-        intact = decodes.greedy(key, version, text).output_text
+        intact = source.intact().greedy().output_text
         knockout.compare(intact, greedy.output_text, expected(bundle.task, text)[0], len(knocked))
-    source = (key, version, text, knocked, mode)
     stepper(view, source, bundle, greedy)
     st.divider()
     beam_panel(view, source, bundle, greedy)
