@@ -8,6 +8,7 @@ the server by its process group. Chromium is Debian's (/usr/bin/chromium, or CHR
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,6 +65,7 @@ def main() -> None:
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+        shutil.rmtree(store, ignore_errors=True)
     print(f"{out}: {out.stat().st_size:,} bytes")
 
 
