@@ -161,7 +161,7 @@ def server_figures(clicks: int, env: dict[str, str]) -> dict:
     times (going back to the first step at the end)."""
     import urllib.request
 
-    from conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, wait_for_app
+    from helpers.browser import CHROMIUM, CHROMIUM_ARGS, _free_port, wait_for_app
     from serving import PLAYER_STEP_JS
     from playwright.sync_api import sync_playwright
 
@@ -215,7 +215,7 @@ def main() -> None:
     if not CHECKPOINT.exists():
         raise SystemExit(f"missing {CHECKPOINT}: train the shipped reverse model first")
 
-    from conftest import CHROMIUM
+    from helpers.browser import CHROMIUM
     from ui.decodes import TOPK
     from transformer.store.checkpoints import load_bundle
     from transformer.network.decoding import greedy_decode

@@ -1,58 +1,33 @@
-"""Shared fixtures: AppTest runs of the app, a live Streamlit server on loopback, headless Chromium."""
+"""Shared fixtures: AppTest runs of the app, a live Streamlit server on loopback, headless Chromium (their code is in
+tests/helpers/); every test is marked by its folder."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
-needs_reverse = pytest.mark.skipif(not REVERSE.is_file(), reason=f"the shipped model {REVERSE} is missing")
-ARTIFACTS = ROOT / "test-artifacts"
 # Models trained or uploaded by the tests (and the servers they start) go to a store of their own, not the
 # repository's .model_store/; the app reads this when it is first imported.
 os.environ.setdefault("AP_MODEL_STORE", tempfile.mkdtemp(prefix="ap-test-store-"))
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, require_chromium  # noqa: E402  (after the store is set)
+from helpers.repo import REVERSE, ROOT  # noqa: E402
 
-class Payload:
-    """Unpickling this creates the file `marker`: the proof that a loader ran code from a hostile file."""
-
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
-SUITES = ("unit", "app", "browser")  # markers declared in pyproject.toml; `-m "not browser"` is the fast run
+SUITES = ("unit", "app", "browser")  # the folders, and the markers pyproject.toml declares: `-m "not browser"` skips
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects anything
 def pytest_collection_modifyitems(config, items):
-    """Mark each test by its file name (browser: test_browser_*; app: the AppTest page tests; unit: the rest),
-    unless it already carries one of the three (e.g. the @pytest.mark.browser test in test_app_frame.py)."""
+    """Mark each test by its folder (tests/unit, tests/app, tests/browser), unless it already carries one of the
+    three (e.g. the @pytest.mark.browser test in tests/app/test_app_frame.py)."""
     for item in items:
         if any(item.get_closest_marker(name) for name in SUITES):
             continue
-        filename = item.path.name
-        if filename.startswith("test_browser_"):
-            item.add_marker(pytest.mark.browser)
-        elif filename.startswith(("test_page_", "test_app_frame", "test_pages_")):
-            item.add_marker(pytest.mark.app)
-        else:
-            item.add_marker(pytest.mark.unit)
+        folder = item.path.parent.name
+        assert folder in SUITES, f"{item.path}: tests live in tests/unit, tests/app or tests/browser"
+        item.add_marker(getattr(pytest.mark, folder))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -107,67 +82,10 @@ def app(clean_caches):
     return run
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A Streamlit server for app.py on a free loopback port; stopped by its own pid."""
-
-    def __init__(self):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = ARTIFACTS / f"server-{self.port}.log"
-        ARTIFACTS.mkdir(exist_ok=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-             "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false"],
-            cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
-        )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).read() == b"ok":
-                    return
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"streamlit did not start; see {self.log}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-
-def require_image_export() -> None:
-    """Skip a test of server-side PNG/SVG export where it is unavailable (no Chromium for kaleido); under
-    REQUIRE_BROWSER=1 (CI) fail instead."""
-    from transformer.charts.export import image_export_available
-
-    ok, reason = image_export_available()
-    if not ok:
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"REQUIRE_BROWSER=1 but server-side export is unavailable: {reason}")
-        pytest.skip(reason)
-
-
-def _require_chromium():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"REQUIRE_BROWSER=1 but no Chromium at {CHROMIUM}")
-        pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium package)")
-
-
 @pytest.fixture
 def fresh_server():
     """A new server per test: its first request is whatever the test opens."""
-    _require_chromium()
+    require_chromium()
     server = Server()
     yield server
     server.stop()
@@ -175,7 +93,7 @@ def fresh_server():
 
 @pytest.fixture(scope="session")
 def _browser():
-    _require_chromium()
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -194,80 +112,3 @@ def page(_browser):
     context.close()
 
 
-SCRIPT_IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"  # no script run under way
-
-
-def wait_for_app(pg, timeout: float = 60_000) -> None:
-    """Wait until the Streamlit script run has finished and nothing is left running."""
-    pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
-    pg.wait_for_timeout(300)
-    pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
-
-
-def settle(pg, pause_ms: int = 300, timeout: float = 60_000) -> None:
-    """After a click: give the browser `pause_ms` to send it and start the run, then wait for the app."""
-    pg.wait_for_timeout(pause_ms)
-    wait_for_app(pg, timeout)
-
-
-def open_app_page(pg, url: str, timeout: float = 120_000) -> None:
-    """Open `url`, wait for the run to finish, and check Streamlit raised no "Page not found" notice (a fresh
-    server's first request used to: see ui/legacy_entry.py) and that app.py's sidebar rendered."""
-    pg.goto(url)
-    wait_for_app(pg, timeout)
-    dialogs = pg.get_by_role("dialog")
-    assert not dialogs.count(), dialogs.first.inner_text()
-    assert pg.locator("[data-testid=stSidebar]").get_by_text("Active model").is_visible()
-
-
-def screenshot(pg, name: str) -> Path:
-    """The whole page: Streamlit scrolls inside its main area, so grow the viewport to the content first."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    viewport = pg.viewport_size
-    height = pg.evaluate("(document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
-    pg.set_viewport_size({"width": viewport["width"], "height": max(viewport["height"], height + 40)})
-    pg.wait_for_timeout(500)
-    pg.screenshot(path=str(path), full_page=True)
-    pg.set_viewport_size(viewport)
-    return path
-
-
-def open_link(page: str, query: dict[str, str]):
-    """An AppTest of `page` (a script path like "pages/explore/decode.py") opened by a link with `query` as
-    its parameters, as a new session opens it."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(page)
-    for name, value in query.items():
-        at.query_params[name] = value
-    return at.run()
-
-
-def read_settled(pg, read, expected, timeout_s: float = 15.0):
-    """`read(pg)` once it equals `expected`, or the last reading when the time is up. On a page just opened
-    a number box may show its minimum for a moment before its value arrives (seen in CI under load), so a
-    test comparing what a page shows reads until it has settled."""
-    deadline = time.monotonic() + timeout_s
-    value = read(pg)
-    while value != expected and time.monotonic() < deadline:
-        pg.wait_for_timeout(200)
-        value = read(pg)
-    return value
-
-
-@contextlib.contextmanager
-def on_a_fresh_server(browser, link: str, made_on: str):
-    """Open `link` (copied from the server at `made_on`) in a new browser context on a second, freshly started
-    server, where nothing of the first session exists; yields the page once the app has run."""
-    other = Server()
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    try:
-        fresh = context.new_page()
-        fresh.set_default_timeout(30_000)
-        open_app_page(fresh, link.replace(made_on, other.url))
-        yield fresh
-    finally:
-        context.close()
-        other.stop()

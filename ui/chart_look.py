@@ -1,7 +1,7 @@
 """The look st.plotly_chart's Streamlit theme gives a chart (Streamlit 1.67, the light base this app sets in
 .streamlit/config.toml), as a plotly template for the charts the app draws itself (ui/step_player.py), so they
 read like every other chart. Only what the app's charts use: fonts, title, axes, colour bars, hover labels.
-A figure's own settings win over it, as over Streamlit's. tests/test_browser_step_player.py draws one figure
+A figure's own settings win over it, as over Streamlit's. tests/browser/test_browser_step_player.py draws one figure
 both ways and compares what plotly.js made of it."""
 
 from __future__ import annotations

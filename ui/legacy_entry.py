@@ -8,7 +8,7 @@ non-default page; #9624, deep links on first load; the graceful-degradation note
 none, it showed a "Page not found" dialog before app.py rendered the right page anyway. Each file
 pages/<url_path>.py therefore just runs app.py, which takes over with the real navigation; the page scripts
 themselves live one level down (pages/<group>/), where the legacy mode never looks.
-tests/test_app_frame.py checks every page URL has one.
+tests/app/test_app_frame.py checks every page URL has one.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ What is counted (float32, 4 bytes a number; P = parameters):
     heads x keys), the logits three times (logits, log-softmax, gradient), and the larger of that and an
     evaluation chunk of EVAL_CHUNK sequences without gradients.
 The estimates are upper-bound-ish approximations, checked against measured peak RSS in
-tests/test_hostile.py (within a factor of 3 either way).
+tests/unit/test_hostile.py (within a factor of 3 either way).
 
 Time: FLOPs (2 per multiply-add; training 3x the forward pass) divided by FLOPS_PER_SECOND, the rate
 one CPU thread reached on this project's machine, plus a fixed overhead per traced decoding step and layer

@@ -50,7 +50,7 @@ Measured once on the 2-core machine (load average 4-6 from other work) with a lo
 default model on `reverse`, back to back with ProcessJob: connecting 0.9 s; start() to the first step 6.1 s
 (ProcessJob 2.3-7.6 s: both start a fresh interpreter that imports torch, the actor ray too); 27-32 steps/s
 (ProcessJob 34-35); the server's CPU per running job 1.5% of a core when the reader polled every 0.1 s (0.3%
-for ProcessJob's pipe), hence POLL_EVERY. tests/test_ray_jobs.py: a SIGKILLed actor is reported in 0.05-0.2 s.
+for ProcessJob's pipe), hence POLL_EVERY. tests/unit/test_ray_jobs.py: a SIGKILLed actor is reported in 0.05-0.2 s.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 shipped checkpoint.
 
 A preset is plain data (ModelConfig overrides, TrainConfig settings). `python -m transformer train` and the Train
-page use a task's preset when no shape or recipe is chosen (tests/test_presets.py requires one for every task);
+page use a task's preset when no shape or recipe is chosen (tests/unit/test_presets.py requires one for every task);
 benchmarks/all_tasks.py trains every preset to its bar. The bars: held-out greedy exact match of 99% (reverse,
-copy, sort, addition) or 95% (dates, numbers); tests/test_zoo.py holds every shipped checkpoint to its task's bar.
+copy, sort, addition) or 95% (dates, numbers); tests/unit/test_zoo.py holds every shipped checkpoint to its task's bar.
 `zoo` is the `python -m transformer train` arguments that build the shipped checkpoint (assets/build_zoo.py):
 bigger and trained longer than the preset, for sharper heads. How each preset was chosen is in `note` (2-core
 CPU, one torch thread, with the load at the time; every 25 steps an evaluation on 200 held-out inputs).

@@ -1,0 +1,88 @@
+"""Every page on a 1024x768 and a 1280x720 projector with the sidebar open, in presenter mode on a 1280x720 one, and
+in presenter mode on a 1024x768 one with the sidebar collapsed, as the README advises there (issue 12): nothing is
+cut sideways or skipped. On each page, no
+chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers") reaches
+past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly drops tick labels it
+has no room for), no formula scrolls sideways, and no table hides columns behind a
+horizontal scroll (but the runs table, eleven columns to compare runs by, whose Source and Model columns stay
+pinned while it scrolls). A whole-page screenshot of each is kept in test-artifacts/ to look at."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.browser import open_app_page, screenshot, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+PAGES = {"": True, "decode": True, "attention": True, "errors": True, "compare": True, "masks": True,
+         "positions": True, "checkpoints": False, "train": False}  # path: whether it draws charts (no run yet)
+# What a reader would find cut, one line each: chart text outside the part of its chart that is shown (the svg
+# within the chart's element), a formula wider than its box, a table that scrolls sideways.
+CUT_JS = """() => {
+  const cut = [];
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const svg = gd.querySelector('.main-svg').getBoundingClientRect();
+    const box = (gd.closest('[data-testid=stPlotlyChart]') ||  // or a step player's chart (ui/step_player.py)
+                 gd.closest('[data-testid=stElementContainer]')).getBoundingClientRect();
+    const left = Math.max(svg.left, box.left), right = Math.min(svg.right, box.right);
+    for (const t of gd.querySelectorAll('.main-svg text')) {
+      const r = t.getBoundingClientRect();
+      if (r.width && t.textContent.trim() && (r.left < left - 1 || r.right > right + 1))
+        cut.push(`chart text "${t.textContent}" (${Math.round(r.left)}-${Math.round(r.right)} px, shown ` +
+                 `${Math.round(left)}-${Math.round(right)})`);
+    }
+  }
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {  // a heatmap skips none of its tokens
+    if (!gd.data || !gd.data.some(d => d.type === 'heatmap')) continue;
+    for (const name of ['xaxis', 'yaxis']) {
+      const a = gd._fullLayout[name];  // (an all-heads grid labels its tiles by head: tickmode 'array')
+      if (!a || a.type !== 'category' || !a.showticklabels || a.tickmode === 'array') continue;
+      const drawn = gd.querySelectorAll(`.${a._id}tick text`).length;
+      if (drawn < a._categories.length)
+        cut.push(`chart "${gd.querySelector('.gtitle').textContent}" labels ${drawn} of its ` +
+                 `${a._categories.length} tokens (${name})`);
+    }
+  }
+  for (const k of document.querySelectorAll('.katex-display'))  // a KaTeX matrix overhangs its box by 2 px
+    if (k.scrollWidth > k.clientWidth + 4) cut.push(`formula "${k.textContent.slice(0, 40)}…" scrolls sideways`);
+  for (const s of document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))
+    if (!s.closest('.st-key-runs_table') && s.scrollWidth > s.clientWidth + 1)
+      cut.push(`a table scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
+  return cut;
+}"""
+
+
+SIDEBAR = "[data-testid=stSidebar]"
+
+
+def sidebar_open(page) -> bool:
+    return page.locator(SIDEBAR).bounding_box()["x"] >= 0
+
+
+def collapse_sidebar(page) -> None:
+    """Fold the sidebar away with its own button (it stays folded on the pages opened after)."""
+    page.locator(SIDEBAR).hover()
+    page.locator("[data-testid=stSidebarCollapseButton] button").click()
+    page.wait_for_function(f"document.querySelector('{SIDEBAR}').getBoundingClientRect().right <= 0")
+
+
+@pytest.mark.parametrize(("width", "height", "query", "sidebar"), [
+    (1024, 768, "", True), (1280, 720, "", True), (1280, 720, "?presenter=1", True),
+    (1024, 768, "?presenter=1", False)])
+def test_nothing_is_cut_sideways(fresh_server, page, width, height, query, sidebar):
+    page.set_viewport_size({"width": width, "height": height})
+    found = {}
+    for path, charts in PAGES.items():
+        open_app_page(page, f"{fresh_server.url}/{path}{query}")
+        if not sidebar and sidebar_open(page):
+            collapse_sidebar(page)
+        assert sidebar_open(page) == sidebar, path
+        if charts:
+            page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
+        wait_for_app(page)
+        page.wait_for_timeout(1000)  # plotly's automargin settles after the first draw
+        if cut := page.evaluate(CUT_JS):
+            found[path or "home"] = cut
+        where = f"{width}{'-presenter' if query else ''}{'' if sidebar else '-folded'}"
+        screenshot(page, f"narrow-{where}-{path or 'home'}")
+    assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)

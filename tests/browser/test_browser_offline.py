@@ -1,0 +1,36 @@
+"""Fully offline (issue 12, item 8): with every request to a host other than the app's own server blocked,
+opening each page of the app asks no other host for anything (no icon font, favicon, script or font CDN)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from helpers.browser import open_app_page
+
+from ui.catalog import PAGES
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def test_no_page_asks_any_host_but_the_app_server(fresh_server, page):
+    attempts: list[tuple[str, str]] = []  # (page, blocked URL)
+    current = {"page": ""}
+
+    def only_loopback(route):
+        url = route.request.url
+        if urlparse(url).scheme in ("http", "https", "ws", "wss") and urlparse(url).hostname not in LOOPBACK:
+            attempts.append((current["page"], url))
+            route.abort("internetdisconnected")
+        else:
+            route.continue_()
+
+    page.context.route("**/*", only_loopback)
+    for info in PAGES:
+        current["page"] = f"/{info.url_path or ''}"
+        open_app_page(page, fresh_server.url + current["page"])
+        page.wait_for_timeout(1500)  # late requests: charts, fonts and icons painted after the run finished
+    assert not attempts, f"{len(attempts)} request(s) to hosts other than the app's server:\n" + "\n".join(
+        f"  {where}: {url}" for where, url in attempts)
+    # The tab icon is still there, bundled (app.py sends assets/icons/hub.svg inline), not dropped.
+    icon = page.evaluate("document.querySelector(\"link[rel='shortcut icon']\")?.href || ''")
+    assert icon.startswith("data:image/svg+xml") or urlparse(icon).hostname in LOOPBACK, icon[:80]

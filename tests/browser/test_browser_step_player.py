@@ -1,0 +1,156 @@
+"""The decode page's step player in a real browser (ui/step_player.py): a step click or key redraws the charts in
+place at once and the server hears of it afterwards; a burst of moves ends where it ended; keys typed into a
+box stay there; its charts look like the app's other charts."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.browser import open_app_page, screenshot, wait_for_app
+from helpers.repo import needs_reverse
+
+pytestmark = [pytest.mark.browser, needs_reverse]
+
+PLAYER = "[data-ap-player]"
+KINDS = ("topk", "cross", "decoder_self")
+# Every chart of the player: its element (to see it is the same one), the step it shows, its title
+CHARTS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-ap-chart]')].map(el => [el.dataset.apChart,
+    {step: el.dataset.apStep, title: el.querySelector('.gtitle') ? el.querySelector('.gtitle').textContent : null}]))"""
+
+
+def open_decode(pg, url: str) -> None:
+    open_app_page(pg, f"{url}/decode")
+    pg.wait_for_function("() => document.querySelectorAll(\"[data-ap-chart]:not([data-ap-step=''])\").length === 3")
+
+
+def shown(pg) -> int:
+    return int(pg.locator(PLAYER).get_attribute("data-step"))
+
+
+def url_step(pg) -> str | None:
+    return pg.evaluate("() => new URLSearchParams(location.search).get('step')")
+
+
+def drawn_at(pg, step: int) -> None:
+    """Wait until every chart of the player shows `step` (1-based)."""
+    pg.wait_for_function(f"() => [...document.querySelectorAll('[data-ap-chart]')].every(c => c.dataset.apStep === "
+                         f"'{step}')")
+
+
+def heard(pg, step: int) -> None:
+    """Wait until the server has the step (it writes the address bar) and its run is over."""
+    pg.wait_for_function(f"() => new URLSearchParams(location.search).get('step') === '{step}'")
+    wait_for_app(pg)
+
+
+def test_a_step_click_redraws_the_same_charts_at_once_and_the_server_follows(fresh_server, page):
+    pg = page
+    open_decode(pg, fresh_server.url)
+    start = shown(pg)
+    pg.evaluate("() => { window.__charts = [...document.querySelectorAll('[data-ap-chart]')]; }")
+    before = pg.evaluate(CHARTS_JS)
+    assert {c["step"] for c in before.values()} == {str(start)} and url_step(pg) is None
+
+    pg.locator(f"{PLAYER} button[data-go=next]").click()
+    drawn_at(pg, start + 1)
+    after = pg.evaluate(CHARTS_JS)
+    for kind in KINDS:
+        assert after[kind]["title"].endswith(f"step {start + 1}"), after[kind]
+    # in place: the very same chart elements, redrawn (Plotly.react), not new ones
+    assert pg.evaluate("() => window.__charts.every(c => c.isConnected)")
+    assert pg.locator(PLAYER).inner_text().count(f"Step {start + 1} of") == 1
+    heard(pg, start + 1)
+    panel = pg.get_by_text(f"Force a different token at step {start + 1}")
+    assert panel.is_visible()  # the server's part followed
+    assert pg.get_by_role("button", name=f"Numbers of step {start + 1} (CSV)").count() == 2
+    assert pg.evaluate("() => window.__charts.every(c => c.isConnected)")  # the server's run left them alone
+    screenshot(pg, "step-player-01-next")
+
+    pg.locator(f"{PLAYER} button[data-go=first]").click()
+    drawn_at(pg, 1)
+    assert pg.locator(f"{PLAYER} button[data-go=prev]").is_disabled()
+    heard(pg, 1)
+    pg.locator(f"{PLAYER} button[data-go=last]").click()
+    last = shown(pg)
+    drawn_at(pg, last)
+    assert pg.locator(f"{PLAYER} button[data-go=next]").is_disabled() and last > start
+    heard(pg, last)
+
+
+def test_arrow_keys_step_and_a_burst_ends_where_it_ended(fresh_server, page):
+    pg = page
+    open_decode(pg, fresh_server.url)
+    pg.locator(f"{PLAYER} button[data-go=first]").click()
+    heard(pg, 1)
+    pg.locator("h1").click()  # the page, not a widget, has the focus
+    for _ in range(5):  # a burst: faster than a script run
+        pg.keyboard.press("ArrowRight")
+    drawn_at(pg, 6)
+    heard(pg, 6)
+    pg.wait_for_timeout(500)
+    assert shown(pg) == 6 and url_step(pg) == "6"  # no late run moved it back
+    pg.keyboard.press("ArrowLeft")
+    heard(pg, 5)
+    pg.locator(f"{PLAYER} input[type=range]").focus()  # Home and End within the player (elsewhere they scroll)
+    pg.keyboard.press("End")
+    last = shown(pg)
+    assert last > 6
+    heard(pg, last)
+    pg.keyboard.press("Home")
+    heard(pg, 1)
+    pg.keyboard.press("ArrowRight")  # on its own slider: one step, not two
+    heard(pg, 2)
+
+    box = pg.locator(".st-key-shared_input_widget input")  # keys typed into a box stay there
+    box.click()
+    box.press("End")
+    box.press("ArrowLeft")
+    pg.wait_for_timeout(400)
+    assert shown(pg) == 2 and url_step(pg) == "2"
+
+
+def test_the_player_charts_look_like_the_apps_other_charts(fresh_server, page):
+    """The top-k bars (the player's) and the sampling bars below (st.plotly_chart, in Streamlit's theme): the
+    same fonts and colours where both charts set none of their own."""
+    pg = page
+    open_decode(pg, fresh_server.url)
+    pg.locator(".st-key-decode_chart_sampling .main-svg").first.wait_for()
+    look = pg.evaluate("""() => {
+      const font = (family) => family.split(',')[0].trim();  // the typeface used (Streamlit lists its own twice)
+      const read = (el) => { const L = el._fullLayout; return {
+        title: [font(L.title.font.family), L.title.font.color,
+                el.querySelector('.gtitle').innerHTML.startsWith('<tspan')],  // bold, as Streamlit sets titles
+        ticks: [L.xaxis.tickfont.color, L.yaxis.tickfont.color, L.xaxis.tickfont.size],
+        axis_title: [L.xaxis.title.font.color, L.xaxis.title.font.size],
+        hover: [L.hoverlabel.bgcolor, font(L.hoverlabel.font.family), L.hoverlabel.font.color],
+        background: [L.paper_bgcolor, L.plot_bgcolor], pad: L.margin.pad}; };
+      return {player: read(document.querySelector('[data-ap-chart=topk]')),
+              streamlit: read(document.querySelector('.st-key-decode_chart_sampling .js-plotly-plot'))}; }""")
+    assert look["player"] == look["streamlit"]
+
+
+
+# Each of the player's heatmaps: its category axes' token count and the tick labels plotly.js drew for them
+LABELS_JS = """() => [...document.querySelectorAll('[data-ap-chart]')].filter(el => el.data[0].type === 'heatmap')
+  .map(el => ({chart: el.dataset.apChart, axes: ['x', 'y'].map(ax => el._fullLayout[ax + 'axis'])
+    .filter(a => a.type === 'category').map(a => [a._categories.length,
+      el.querySelectorAll('.' + a._id + 'tick text').length])}))"""
+
+
+@pytest.mark.parametrize(("width", "height", "query"), [(1440, 900, ""), (1024, 768, ""), (1280, 720, "?presenter=1")])
+def test_every_token_of_a_step_heatmap_is_labelled(fresh_server, page, width, height, query):
+    """Side by side where both heatmaps fit with every label, else one above the other (issue 12: never skip)."""
+    pg = page
+    pg.set_viewport_size({"width": width, "height": height})
+    open_app_page(pg, f"{fresh_server.url}/decode{query}")
+    pg.wait_for_function("() => document.querySelectorAll(\"[data-ap-chart]:not([data-ap-step=''])\").length === 3")
+    pg.locator(f"{PLAYER} button[data-go=last]").click()  # the widest decoder self-attention
+    drawn_at(pg, shown(pg))
+    pg.wait_for_timeout(500)
+    charts = pg.evaluate(LABELS_JS)
+    assert sorted(c["chart"] for c in charts) == ["cross", "decoder_self"]
+    for chart in charts:
+        assert all(tokens == labels for tokens, labels in chart["axes"]), chart
+    boxes = [pg.locator(f"[data-ap-chart={kind}]").bounding_box() for kind in ("cross", "decoder_self")]
+    side_by_side = abs(boxes[0]["y"] - boxes[1]["y"]) < 5
+    assert side_by_side == (width == 1440), boxes  # at 1280 only in presenter mode, whose labels are larger
+    screenshot(pg, f"step-player-labels-{width}{'-presenter' if query else ''}")

@@ -1,0 +1,43 @@
+"""Where the tests find the repository and its shipped model, and small helpers every kind of test uses."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
+
+
+needs_reverse = pytest.mark.skipif(not REVERSE.is_file(), reason=f"the shipped model {REVERSE} is missing")
+
+
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def require_image_export() -> None:
+    """Skip a test of server-side PNG/SVG export where it is unavailable (no Chromium for kaleido); under
+    REQUIRE_BROWSER=1 (CI) fail instead."""
+    from transformer.charts.export import image_export_available
+
+    ok, reason = image_export_available()
+    if not ok:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"REQUIRE_BROWSER=1 but server-side export is unavailable: {reason}")
+        pytest.skip(reason)
+
+
+def open_link(page: str, query: dict[str, str]):
+    """An AppTest of `page` (a script path like "pages/explore/decode.py") opened by a link with `query` as
+    its parameters, as a new session opens it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page(page)
+    for name, value in query.items():
+        at.query_params[name] = value
+    return at.run()
