@@ -114,6 +114,10 @@ class Int(Prop):
     def admits(self, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
 
+    def bounds(self) -> dict[str, int]:
+        """A number input's range: exactly the values this prop takes."""
+        return {"min_value": self.lo, "max_value": self.hi}
+
 
 @dataclass(frozen=True)
 class Float(Prop):
@@ -134,6 +138,10 @@ class Float(Prop):
 
     def admits(self, value: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool) and self.lo <= value <= self.hi
+
+    def bounds(self) -> dict[str, float]:
+        """A number input's range: exactly the values this prop takes."""
+        return {"min_value": float(self.lo), "max_value": float(self.hi)}
 
 
 @dataclass(frozen=True)
