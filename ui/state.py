@@ -10,7 +10,8 @@ one place that turns the state into the page's URL and a link back into state:
   (Streamlit drops a widget's own state when its page is not shown);
 - `View.adopt_link()` reads a link's query parameters once (when they differ from what this session last
   wrote): each value is parsed and bounded by its prop; a bad one, an unknown key or a newer format version
-  leaves the default and a short note, never a traceback;
+  leaves the default and a short note, never a traceback; a value the page refuses later (`View.refuse`) leaves
+  the address at once, so a rerun never adopts the same link again;
 - `View.sync_url()` writes the URL: only values that differ from their defaults, plus the format version.
 
 Widgets are seeded from the state before they render and write back through their callback, so the state

@@ -5,7 +5,7 @@ Two more pieces stay out of the URL: the evaluations this session ran and the ta
 from dataclasses import dataclass
 
 from ui import model_registry as registry
-from ui.state import Int, LinkError, Prop, StateTable, register, quoted
+from ui.state import Int, LinkError, Prop, StateTable, quoted, register
 from ui.tables.shared import MODEL, PRESENTER, ModelProp
 
 SAMPLES = (20, 2000)  # held-out inputs: fewer give a noisy figure, more take a while (2,000: several seconds)

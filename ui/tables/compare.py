@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ui import model_registry as registry
-from ui.state import Choice, Int, LinkError, StateTable, Text, register, quoted
+from ui.state import Choice, Int, LinkError, StateTable, Text, quoted, register
 from ui.tables.attention import KINDS
 from ui.tables.shared import PRESENTER, ModelProp
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, register, quoted
+from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, quoted, register
 from ui.tables.shared import MODEL, PRESENTER
 
 MAX_DIMS = 8  # curves plotted at once

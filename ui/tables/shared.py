@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from transformer.ablation import MODES, Head
 from ui import model_registry as registry
-from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, register, quoted
+from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, quoted, register
 
 
 @dataclass(frozen=True)
