@@ -10,7 +10,8 @@ one place that turns the state into the page's URL and a link back into state:
   (Streamlit drops a widget's own state when its page is not shown);
 - `View.adopt_link()` reads a link's query parameters once (when they differ from what this session last
   wrote): each value is parsed and bounded by its prop; a bad one, an unknown key or a newer format version
-  leaves the default and a short note, never a traceback;
+  leaves the default and a short note, never a traceback; a value the page refuses later (`View.refuse`) leaves
+  the address at once, so a rerun never adopts the same link again;
 - `View.sync_url()` writes the URL: only values that differ from their defaults, plus the format version.
 
 Widgets are seeded from the state before they render and write back through their callback, so the state
@@ -37,6 +38,20 @@ MAX_PARAM_CHARS = 2000  # longer query values are refused before they are parsed
 
 class LinkError(ValueError):
     """A query parameter that cannot be honoured; the message says why, in the user's words."""
+
+
+def quoted(raw: str, limit: int = 40, marks: bool = True) -> str:
+    """A value from a link for a note, in quotation marks (or without, for a number): cut after `limit`
+    characters, with its length when cut, so a note never repeats a huge value."""
+    left, right = ("“", "”") if marks else ("", "")
+    if len(raw) <= limit:
+        return f"{left}{raw}{right}"
+    return f"{left}{raw[:limit]}…{right} ({len(raw):,} characters)"
+
+
+def address() -> dict[str, str]:
+    """The query parameters in the address now, as {name: value} (a repeated one's last value)."""
+    return {name: st.query_params.get(name) for name in st.query_params}
 
 
 # ------------------------------------------------------------------------------------------------- props
@@ -92,13 +107,17 @@ class Int(Prop):
         try:
             value = int(raw.strip())
         except ValueError:
-            raise LinkError(f"“{raw}” is not a whole number") from None
+            raise LinkError(f"{quoted(raw)} is not a whole number") from None
         if not self.lo <= value <= self.hi:
-            raise LinkError(f"{value} lies outside {self.lo}..{self.hi}")
+            raise LinkError(f"{quoted(raw.strip(), marks=False)} lies outside {self.lo}..{self.hi}")
         return value
 
     def admits(self, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
+
+    def bounds(self) -> dict[str, int]:
+        """A number input's range: exactly the values this prop takes."""
+        return {"min_value": self.lo, "max_value": self.hi}
 
 
 @dataclass(frozen=True)
@@ -110,9 +129,9 @@ class Float(Prop):
         try:
             value = float(raw.strip())
         except ValueError:
-            raise LinkError(f"“{raw}” is not a number") from None
+            raise LinkError(f"{quoted(raw)} is not a number") from None
         if not math.isfinite(value) or not self.lo <= value <= self.hi:
-            raise LinkError(f"{raw} lies outside {self.lo:g}..{self.hi:g}")
+            raise LinkError(f"{quoted(raw, marks=False)} lies outside {self.lo:g}..{self.hi:g}")
         return value
 
     def format(self, value: float) -> str:
@@ -121,6 +140,10 @@ class Float(Prop):
     def admits(self, value: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool) and self.lo <= value <= self.hi
 
+    def bounds(self) -> dict[str, float]:
+        """A number input's range: exactly the values this prop takes."""
+        return {"min_value": float(self.lo), "max_value": float(self.hi)}
+
 
 @dataclass(frozen=True)
 class Flag(Prop):
@@ -128,7 +151,7 @@ class Flag(Prop):
 
     def parse(self, raw: str) -> bool:
         if raw not in ("0", "1"):
-            raise LinkError(f"“{raw}” is neither 0 nor 1")
+            raise LinkError(f"{quoted(raw)} is neither 0 nor 1")
         return raw == "1"
 
     def format(self, value: bool) -> str:
@@ -146,7 +169,7 @@ class Choice(Prop):
         for option in self.options:
             if self.format(option) == raw:
                 return option
-        raise LinkError(f"“{raw}” is not one of {', '.join(self.format(o) for o in self.options)}")
+        raise LinkError(f"{quoted(raw)} is not one of {', '.join(self.format(o) for o in self.options)}")
 
     def admits(self, value: Any) -> bool:
         return value in self.options
@@ -167,7 +190,7 @@ class IntMap(Prop):
         for item in items:
             left, sep, right = item.partition(":")
             if not sep or not left.strip().isdigit() or not right.strip().isdigit() or len(item) > 24:
-                raise LinkError(f"“{item}” is not of the form step:token")
+                raise LinkError(f"{quoted(item)} is not of the form step:token")
             pairs[int(left)] = int(right)
         return tuple(sorted(pairs.items()))
 
@@ -189,7 +212,7 @@ class IntList(Prop):
     def parse(self, raw: str) -> tuple[int, ...]:
         parts = raw.split(",")
         if len(parts) != self.length or not all(p.strip().isdigit() and len(p) < 8 for p in parts):
-            raise LinkError(f"“{raw}” is not {self.length} whole numbers separated by commas")
+            raise LinkError(f"{quoted(raw)} is not {self.length} whole numbers separated by commas")
         values = tuple(int(p) for p in parts)
         if max(values) > self.hi:
             raise LinkError(f"{max(values)} is larger than {self.hi}")
@@ -328,22 +351,33 @@ class View:
         """Take the values of a link's query parameters when they are new to this session (a link just
         opened, or typed into the address bar). Empty parameters (after moving between pages) keep the
         session's state."""
-        params = {k: st.query_params.get(k) for k in st.query_params}
+        params = address()
         written = st.session_state.setdefault(WRITTEN, {})
         if not params or params == written.get(self.table.page):
             return
         written[self.table.page] = params
-        notes: list[str] = []
-        adopted: dict[str, Any] = {}
-        version = params.pop(VERSION_PARAM, str(FORMAT_VERSION))
+        adopted, notes = self._read(params)
+        for prop in self.table.props:  # a link sets the whole view: what it does not name is the default
+            if prop.url:
+                st.session_state.pop(self.table.key(prop.name), None)
+        for name, value in adopted.items():
+            st.session_state[self.table.key(name)] = value
+        st.session_state[NOTES] = LinkNotes(self.table.page, notes, set(adopted))
+
+    def _read(self, params: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+        """({prop name: value} of the parameters this page can take, notes on the others)."""
+        version = params.get(VERSION_PARAM, str(FORMAT_VERSION))
         if version != str(FORMAT_VERSION):
-            notes.append(f"the link was made by a newer version of the app (format {version[:12]}); "
-                         "showing the default view")
-            params = {}
+            newer = f"the link was made by a newer version of the app (format {quoted(version, 12, marks=False)})"
+            return {}, [f"{newer}; showing the default view"]
+        adopted: dict[str, Any] = {}
+        notes: list[str] = []
         for name, raw in params.items():
+            if name == VERSION_PARAM:
+                continue
             prop = self.table.by_name.get(name)
             if prop is None or not prop.url:
-                notes.append(f"“{name[:40]}” is not a setting of this page")
+                notes.append(f"{quoted(name)} is not a setting of this page")
                 continue
             try:
                 if len(raw) > MAX_PARAM_CHARS:
@@ -351,12 +385,7 @@ class View:
                 adopted[name] = prop.parse(raw)
             except LinkError as exc:
                 notes.append(f"{name}: {exc}")
-        for prop in self.table.props:  # a link sets the whole view: what it does not name is the default
-            if prop.url:
-                st.session_state.pop(self.table.key(prop.name), None)
-        for name, value in adopted.items():
-            st.session_state[self.table.key(name)] = value
-        st.session_state[NOTES] = LinkNotes(self.table.page, notes, set(adopted))
+        return adopted, notes
 
     def from_link(self, name: str) -> bool:
         """Whether prop `name` holds a value set by the link this page was just opened with."""
@@ -365,12 +394,16 @@ class View:
 
     def refuse(self, name: str, why: str) -> None:
         """A value the page cannot show (a step past the end, a layer the model lacks): back to the default,
-        with a note when the value came from a link."""
+        with a note when the value came from a link. The value leaves the address at once, and this session
+        takes the address as its own, so a rerun (before `sync_url` writes the view) does not adopt it again."""
         link = self._link_notes()
         if self.from_link(name):
             link.notes.append(f"{name}: {why}")
             link.adopted.discard(name)
         self.reset(name)
+        if name in st.query_params:
+            del st.query_params[name]
+        st.session_state.setdefault(WRITTEN, {})[self.table.page] = address()
 
     def note(self, text: str) -> None:
         """Add a note about the link being shown (e.g. the model it named is not on this server)."""
@@ -410,8 +443,7 @@ class View:
     def sync_url(self) -> None:
         """Write the view into the URL (call at the end of a run, and of a fragment that changes state)."""
         params = self.params()
-        current = {k: st.query_params.get(k) for k in st.query_params}
-        if params != current:
+        if params != address():
             st.query_params.from_dict(params)
         st.session_state.setdefault(WRITTEN, {})[self.table.page] = params
 

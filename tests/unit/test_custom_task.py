@@ -98,6 +98,19 @@ def test_a_header_is_recognised_by_its_characters_too():
     assert parse_pairs(GOOD).pairs[0] == words()[0]  # an ordinary first line is data
 
 
+@pytest.mark.parametrize("first, problem", [
+    ("q" * 480_000 + "\tQ" + "Q" * 480_000, f"Line 1: a source or target longer than {MAX_FIELD_CHARS} characters"),
+    ("q" * (MAX_FIELD_CHARS + 1) + "\tQ", f"Line 1: a source or target longer than {MAX_FIELD_CHARS} characters"),
+    ("source\ttarget\x0b", "Line 1: control or invisible characters"),
+], ids=["1MB-words", "one-over", "control"])
+def test_a_header_passes_the_checks_of_a_data_line(first, problem):
+    """A first line of column-name-like words (new characters in each column, or source/target) that fails a
+    data line's check is a data line with that problem, never a header quoted back whole."""
+    parsed = parse_pairs(f"{first}\n{GOOD}")
+    assert any(p.startswith(problem) for p in parsed.problems) and not any("header" in n for n in parsed.notes)
+    assert all(len(message) < 300 for message in parsed.problems + parsed.notes)
+
+
 def test_the_heldout_split_is_disjoint_fixed_and_reported():
     task = CustomTask(data=EXAMPLE.read_text(encoding="utf-8"), title="roman")
     held = {s for s, _ in task.heldout_pairs}
@@ -160,6 +173,7 @@ def test_inputs_outside_the_vocabulary_are_refused_naming_the_characters(tmp_pat
     ({"heldout": []}, "1 to 500 pairs"),
     ({"extra": 1}, "wrong: extra"),
     ({"max_source_chars": 10**9}, "max_source_chars"),
+    ({"tokenization": "x" * 100_000}, r"got 'x{39}… \(100,002 characters\)$"),  # cut, never quoted whole
 ])
 def test_stored_fields_are_checked_as_untrusted(change, message):
     params = dict(CustomTask(data=GOOD).params)

@@ -110,11 +110,27 @@ def _fields(line: str, delimiter: str) -> list[str] | None:
     return cells
 
 
-def _is_header(first: list[str] | None, rest: list[list[str] | None]) -> bool:
-    """True when the first line's two cells are column names: both common names (source, target, input, ...),
-    or both words made of characters that no later line has in that column, where every character of the later
-    lines recurs ("number, roman" over "12, XII", but not "a, .-" over single letters and their Morse codes)."""
-    if not first or len(first) != 2:
+def _line_problem(row: str, cells: list[str] | None) -> str | None:
+    """The check a non-empty line fails ("unreadable", "wide", "short", "control", "long"), or None."""
+    if cells is None:
+        return "unreadable"
+    if len(cells) > 2:
+        return "wide"
+    if len(cells) < 2 or not all(cells):
+        return "short"
+    if _CONTROL.search(row.replace("\t", "")):
+        return "control"
+    if max(map(len, cells)) > MAX_FIELD_CHARS:
+        return "long"
+    return None
+
+
+def _is_header(row: str, first: list[str] | None, rest: list[list[str] | None]) -> bool:
+    """True when the first line passes the checks a data line must and its two cells are column names: both
+    common names (source, target, input, ...), or both words made of characters that no later line has in that
+    column, where every character of the later lines recurs ("number, roman" over "12, XII", but not "a, .-"
+    over single letters and their Morse codes)."""
+    if _line_problem(row, first) is not None:
         return False
     if all(c.lower() in HEADER_WORDS for c in first):
         return True
@@ -143,21 +159,13 @@ def parse_pairs(data: bytes | str, delimiter: str | None = None) -> ParsedData:
     targets: dict[str, tuple[str, int]] = {}
     conflicts: list[str] = []
     lines = [(number, row, _fields(row, delimiter)) for number, row in enumerate(rows, 1) if row.strip()]
-    if lines and _is_header(lines[0][2], [cells for _, _, cells in lines[1:]]):
+    if lines and _is_header(*lines[0][1:], [cells for _, _, cells in lines[1:]]):
         number, _, cells = lines.pop(0)
         out.notes.append(f"line {number} looks like a header row ({cells[0]}, {cells[1]}) and was skipped")
     found["empty"] = [number for number, row in enumerate(rows, 1) if not row.strip()]
     for number, row, cells in lines:
-        if cells is None:
-            found["unreadable"].append(number)
-        elif len(cells) > 2:
-            found["wide"].append(number)
-        elif len(cells) < 2 or not all(cells):
-            found["short"].append(number)
-        elif _CONTROL.search(row.replace("\t", "")):
-            found["control"].append(number)
-        elif max(map(len, cells)) > MAX_FIELD_CHARS:
-            found["long"].append(number)
+        if problem := _line_problem(row, cells):
+            found[problem].append(number)
         else:
             source, target = cells
             if source not in targets:
@@ -245,6 +253,12 @@ def _split(pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[tu
     return [p for p in pairs if p not in held], [p for p in ranked if p in held]
 
 
+def _excerpt(text: str, limit: int = 40) -> str:
+    """`text` for a message: cut after `limit` characters, with its length when cut (a value from a file or a
+    checkpoint is never quoted back whole)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def _text(name: str, value, low: int, high: int) -> str:
     if not isinstance(value, str) or not low <= len(value) <= high or _CONTROL.search(value.replace("\t", " ")):
         raise TaskError(f"custom task: {name} must be text of {low}-{high} characters without control characters")
@@ -267,7 +281,8 @@ class CustomTask(Task):
     def __init__(self, data: str | None = None, title: str = "my data", tokenization: str = "char", **stored):
         title = _text("title", title, 1, MAX_TITLE)
         if tokenization not in TOKENIZATIONS:
-            raise TaskError(f"tokenization must be one of {', '.join(TOKENIZATIONS)}, got {tokenization!r}")
+            raise TaskError(f"tokenization must be one of {', '.join(TOKENIZATIONS)}, "
+                            f"got {_excerpt(repr(tokenization))}")
         self.title, self.tokenization, self._tokenizer, self._heldout_sources = title, tokenization, None, None
         if data is not None:
             if stored:
@@ -300,7 +315,7 @@ class CustomTask(Task):
         if set(stored) != _STORED:
             wrong = sorted(set(stored) ^ _STORED)
             raise TaskError(f"custom task: without data the stored fields are needed exactly (wrong: "
-                            f"{', '.join(map(str, wrong))[:200]})")
+                            f"{_excerpt(', '.join(map(str, wrong)), 200)})")
         self.parsed, self.train_pairs = None, []
         self.digest = stored["digest"]
         if not (isinstance(self.digest, str) and re.fullmatch("[0-9a-f]{64}", self.digest)):

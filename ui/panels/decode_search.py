@@ -17,7 +17,7 @@ from ui import model_registry as registry
 from ui.display import show_figure
 from ui.markdown import code, literal
 from ui.state import View
-from ui.tables.decode import BEAM_WIDTHS, SAMPLES
+from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
 from ui.widgets import expected, pct, token_text, verdict
 
 SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
@@ -58,23 +58,24 @@ BEAM_DEMO = "shipped:reverse-early"  # assets/build_beam_demo.py: stopped early,
 
 
 def sampling_controls(view: View) -> None:
-    """Temperature, top-k (empty: off), top-p and seed, each bound to its prop."""
+    """Temperature, top-k (empty: off), top-p and seed, each bound to its prop and offering its range."""
+    bounds = {name: DECODE.by_name[name].bounds() for name in ("temperature", "top_k", "top_p", "seed")}
     temperature, top_k, top_p, seed = st.columns(4)
     with temperature:
-        view.widget("temperature", st.number_input, "Temperature", min_value=0.0, max_value=100.0, step=0.1,
+        view.widget("temperature", st.number_input, "Temperature", **bounds["temperature"], step=0.1,
                     format="%.2f", help="Divides the logits before softmax: below 1 sharper, above 1 flatter.")
     with top_k:
         box = view.widget_key("top_k")
-        view.widget("top_k", st.number_input, "Top-k", min_value=0, max_value=100_000, value=None, step=1,
+        view.widget("top_k", st.number_input, "Top-k", **bounds["top_k"], value=None, step=1,
                     placeholder="off",  # value=None: the box may be emptied (off)
                     on_change=lambda: view.reset("top_k") if st.session_state[box] is None else None,
                     help="Draw only from the k most likely tokens; empty: off.")
     with top_p:
-        view.widget("top_p", st.number_input, "Top-p", min_value=0.0, max_value=1.0, step=0.05, format="%.2f",
+        view.widget("top_p", st.number_input, "Top-p", **bounds["top_p"], step=0.05, format="%.2f",
                     help="Draw only from the smallest set of most likely tokens whose probabilities add up to at "
                          "least p (nucleus sampling); 1: off.")
     with seed:
-        view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
+        view.widget("seed", st.number_input, "Seed", **bounds["seed"], step=1,
                     help=f"The same seed always draws the same tokens; the {SAMPLES} samples use this seed and "
                          "the next ones.")
 

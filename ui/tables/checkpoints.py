@@ -5,7 +5,7 @@ Two more pieces stay out of the URL: the evaluations this session ran and the ta
 from dataclasses import dataclass
 
 from ui import model_registry as registry
-from ui.state import Int, LinkError, Prop, StateTable, register
+from ui.state import Int, LinkError, Prop, StateTable, quoted, register
 from ui.tables.shared import MODEL, PRESENTER, ModelProp
 
 SAMPLES = (20, 2000)  # held-out inputs: fewer give a noisy figure, more take a while (2,000: several seconds)
@@ -20,7 +20,7 @@ class InspectProp(ModelProp):
         key = raw if ":" in raw else f"shipped:{raw}"
         why = None if key in registry.entries() else registry.adopt_kept(key)  # a kept model joins the list
         if why is not None:
-            raise LinkError(f"“{raw[:60]}”: {why}; showing the active model's card")
+            raise LinkError(f"{quoted(raw, 60)}: {why}; showing the active model's card")
         return key
 
 

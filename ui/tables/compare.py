@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ui import model_registry as registry
-from ui.state import Choice, Int, LinkError, StateTable, Text, register
+from ui.state import Choice, Int, LinkError, StateTable, Text, quoted, register
 from ui.tables.attention import KINDS
 from ui.tables.shared import PRESENTER, ModelProp
 
@@ -21,7 +21,7 @@ class CompareModel(ModelProp):
         key = raw if ":" in raw else f"shipped:{raw}"
         why = None if key in registry.entries() else registry.adopt_kept(key)
         if why is not None:
-            raise LinkError(f"“{raw[:60]}”: {why}; comparing another model instead")
+            raise LinkError(f"{quoted(raw, 60)}: {why}; comparing another model instead")
         return key
 
 

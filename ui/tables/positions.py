@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, register
+from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, quoted, register
 from ui.tables.shared import MODEL, PRESENTER
 
 MAX_DIMS = 8  # curves plotted at once
@@ -40,7 +40,7 @@ class IntSet(Prop):
         if len(parts) > self.max_items:
             raise LinkError(f"it names {len(parts)} numbers; at most {self.max_items} are allowed")
         if not all(p.strip().isdigit() and len(p) < 8 for p in parts):
-            raise LinkError(f"“{raw[:40]}” is not whole numbers separated by commas")
+            raise LinkError(f"{quoted(raw)} is not whole numbers separated by commas")
         values = tuple(dict.fromkeys(int(p) for p in parts))
         if values and max(values) > self.hi:
             raise LinkError(f"{max(values)} is larger than {self.hi}")

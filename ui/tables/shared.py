@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from transformer.analysis.ablation import MODES, Head
 from ui import model_registry as registry
-from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, register
+from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, quoted, register
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class ModelProp(Prop):
         if why is not None:
             active = registry.entries().get(registry.active_key())
             instead = f"; showing {active.label} instead" if active is not None else ""
-            raise LinkError(f"“{raw[:60]}”: {why} (a model trained on another server, or removed from this "
+            raise LinkError(f"{quoted(raw, 60)}: {why} (a model trained on another server, or removed from this "
                             f"one's store, can be trained again from its Train page link){instead}")
         return key
 
@@ -43,10 +43,14 @@ class HeadSet(Prop):
         items = [item for item in raw.split(",") if item]
         if len(items) > self.max_items:
             raise LinkError(f"it names {len(items)} heads; at most {self.max_items} are allowed")
+        return tuple(sorted({self._head(item) for item in items}))
+
+    @staticmethod
+    def _head(item: str) -> Head:
         try:
-            return tuple(sorted({Head.parse(item) for item in items}))
-        except ValueError as exc:
-            raise LinkError(str(exc)) from None
+            return Head.parse(item)
+        except ValueError as exc:  # the library quotes the item whole: a long one is cut here
+            raise LinkError(str(exc) if len(item) <= 40 else f"{quoted(item)} is not a head") from None
 
     def format(self, value: tuple) -> str:
         return ",".join(str(head) for head in value)

@@ -42,7 +42,7 @@ class IntSetting(Int):
 
     def widget_args(self) -> dict:
         """st.number_input's arguments after the label."""
-        return {"min_value": self.lo, "max_value": self.hi, "step": self.step, "format": self.fmt, "help": self.help}
+        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": self.help}
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,7 @@ class FloatSetting(Float):
         return float(self.format(value))
 
     def widget_args(self) -> dict:
-        return {"min_value": float(self.lo), "max_value": float(self.hi), "step": self.step, "format": self.fmt,
-                "help": self.help}
+        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": self.help}
 
 
 def _param_defaults() -> dict[str, int]:
