@@ -32,6 +32,8 @@ import math
 import re
 from datetime import datetime
 
+from transformer.training.config import TRAIN_BOUNDS
+
 MAX_FIELDS = 64
 MAX_TEXT = 1000
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
@@ -81,8 +83,6 @@ def _task_params(v) -> bool:
 
 
 def _train(v) -> bool:
-    from transformer.training.config import TRAIN_BOUNDS  # here: training imports the model, checkpoints need not
-
     if not isinstance(v, dict) or len(v) > 64:
         return False
     for key, value in v.items():
