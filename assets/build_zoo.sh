@@ -18,9 +18,10 @@ declare -A recipe=(
   [addition]="--d-model 64 --d-ff 128 --steps 1500 --target-accuracy 0.995 --seed 1 ${muon[*]}"
   [dates]="--d-model 64 --d-ff 128 --steps 3000 --target-accuracy 0.995 --seed 1 ${muon[*]}"
   [numbers]="--d-model 64 --d-ff 128 --steps 3000 --target-accuracy 0.998 --seed 1 ${muon[*]}"
+  [zh_numbers]="--d-model 64 --d-ff 128 --steps 3000 --target-accuracy 0.998 --seed 1 ${muon[*]}"
 )
 tasks=("$@")
-[ ${#tasks[@]} -gt 0 ] || tasks=(reverse copy sort addition dates numbers)
+[ ${#tasks[@]} -gt 0 ] || tasks=(reverse copy sort addition dates numbers zh_numbers)
 for task in "${tasks[@]}"; do
   [ -n "${recipe[$task]:-}" ] || { echo "error: no recipe for task '$task'" >&2; exit 2; }
   echo "== $task" >&2
