@@ -18,7 +18,7 @@ budget (transformer.budget: AP_RUN_BUDGET_MB, AP_MODEL_BUDGET_MB) is refused wit
 Every JSON output is strict JSON: a non-finite number is written as null, and `decode --json` then says
 how many there were. Negative numbers are values (`--lr -1`, `--lr -inf`), never taken for flags.
 Checkpoints ending in `.pt` are read as PyTorch state dicts (see `checkpoints.load_state_dict_file`).
-Text is UTF-8 whatever the locale (LANG=C, no locale, a Latin-1 one): stdout and stderr are written as UTF-8, and
+Text is UTF-8 whatever the locale (LANG=C, none, one that is not UTF-8): stdout and stderr are written as UTF-8, and
 --input, --name and a --task-file's name are read as the UTF-8 bytes typed; JSON escapes what is not ASCII.
 """
 
@@ -201,8 +201,8 @@ def utf8_streams() -> None:
     """Write stdout and stderr as UTF-8 where the locale chose another encoding (Python leaves UTF-8 mode off
     under, e.g., PYTHONUTF8=0 LANG=C: ASCII, where a Chinese answer or message could not be printed)."""
     for stream in (sys.stdout, sys.stderr):
-        if codecs.lookup(getattr(stream, "encoding", None) or "utf-8").name != "utf-8" and \
-                hasattr(stream, "reconfigure"):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        if codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8", errors=stream.errors)
 
 

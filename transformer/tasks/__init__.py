@@ -45,10 +45,10 @@ from .zh_numbers import ZH_MAX, ZhNumbers, british_number, chinese_number
 
 __all__ = [
     "DATE_FORMATS", "DE_SMALL", "DE_TENS", "EN_SMALL", "EN_TENS", "HASH_BASE", "HASH_MOD", "HELDOUT_BUCKETS",
-    "MAX_NUMBER", "MONTHS", "TASKS", "WEEKDAYS", "Addition", "Copy", "CustomTask", "DateFormat", "Dates",
-    "LetterTask", "Numbers", "Reverse", "Sort", "Task", "TaskError", "encode_pairs", "english_number",
-    "german_morphemes", "german_number", "is_heldout", "make_task", "parse_pairs", "stable_hash",
-    "ZH_MAX", "ZhNumbers", "british_number", "chinese_number",
+    "MAX_NUMBER", "MONTHS", "TASKS", "WEEKDAYS", "ZH_MAX", "Addition", "Copy", "CustomTask", "DateFormat", "Dates",
+    "LetterTask", "Numbers", "Reverse", "Sort", "Task", "TaskError", "ZhNumbers", "british_number", "chinese_number",
+    "encode_pairs", "english_number", "german_morphemes", "german_number", "is_heldout", "make_task", "parse_pairs",
+    "stable_hash",
 ]
 
 TASKS: dict[str, type[Task]] = {t.name: t for t in (Reverse, Copy, Sort, Addition, Dates, Numbers, ZhNumbers)}
