@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from transformer.tasks import ZH_MAX, TaskError, british_number, chinese_number, is_heldout, make_task
-from transformer.tasks.zh_numbers import ZH_CHARS
+from transformer.tasks.zh_numbers import ZH_CHARS, _english_pieces
 from transformer.tokenizers import WORD_START, TokenizerError, tokenizer_from_dict
 
 # Hand-checked: n -> (British English, Chinese numeral).
@@ -123,6 +123,7 @@ def test_tokenizer_round_trips_chinese_one_character_per_token(task, tokenizer):
 def test_english_words_are_whole_pieces_as_the_alignment_assumes(task, tokenizer):
     for source, _ in task.pairs(2000, seed=9):
         pieces = [p.removeprefix(WORD_START) for p in tokenizer.pieces(tokenizer.encode(source))]
+        assert pieces == [piece for piece, _ in _english_pieces(task.number(source))]
         assert " ".join(pieces).replace(" - ", "-") == source
         assert len(task.alignment(source)) == len(task.target(source))
 
