@@ -47,7 +47,7 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
     open_decode(pg, fresh_server.url)
     assert pg.get_by_role("heading", name="Step-by-step decoding").is_visible()
     start = step(pg)
-    assert start > 1  # the default decode sits at a middle step
+    assert start == 1  # a decode opens at its first step
     screenshot(pg, "decode-01-opened")
 
     click_and_wait(pg, "next")

@@ -9,6 +9,7 @@ from streamlit.delta_generator import DeltaGenerator
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
 from ui import animations, display, runs
+from ui.code_links import code_link
 from ui import model_registry as registry
 from ui.run_settings import RunSettings
 from ui.state import View
@@ -118,6 +119,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
     st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
+    code_link("attention", text=result.source, kind="cross", layer=layer, head=head)
     return step
 
 
