@@ -286,10 +286,11 @@ def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
 
 
 def uploaded(view: View) -> None:
-    """on_change of both uploaders: handle a new upload once; an accepted model is active, its card shown."""
-    outcome = uploads.handle_widgets()
+    """on_change of both uploaders: handle a new upload once; an accepted model (or the listed one it equals) has
+    its card shown, and is active if the switch says so."""
+    outcome = uploads.handle_widgets(view.get("activate"))
     if outcome is not None and outcome.ok:
-        view.reset("inspect")
+        view.set("inspect", outcome.key)
 
 
 def upload_section(view: View) -> None:
@@ -301,6 +302,8 @@ def upload_section(view: View) -> None:
         "its header, its configuration, the memory loading it needs and the shape of every tensor. A file that "
         "fails any check is refused and nothing changes; a model card's invalid fields are dropped with a note. "
         "`.pt` files are read with `torch.load(weights_only=True)`, so no code inside them runs.")
+    view.widget("activate", st.toggle, "Make an uploaded model the active one on every page",
+                help="Off: an upload joins the model list, and the active model stays the one in the sidebar.")
     left, right = st.columns([3, 2])
     file = left.file_uploader("Checkpoint (.safetensors or .pt)", type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
                               on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)

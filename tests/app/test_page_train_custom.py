@@ -18,7 +18,7 @@ from ui import model_registry as registry
 from ui import runs, uploads
 from ui.markdown import plain
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "data" / "roman_numerals.tsv"
+EXAMPLE = Path(__file__).resolve().parents[2] / "assets" / "data" / "roman_numerals.tsv"
 
 
 def custom_page(train_page):  # noqa: F811 - the fixture imported above

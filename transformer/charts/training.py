@@ -23,8 +23,10 @@ STEP_MARK = "#009E73"  # the line marking the probe's step on the curves (none o
 
 
 def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
-    """Held-out loss, token accuracy and exact match against the step (at most CURVE_POINTS points)."""
-    fig = training_curves(snapshot.history, title=f"Training {task_name} · held-out metrics", max_points=CURVE_POINTS)
+    """Held-out loss, token accuracy and exact match against the step, beside the training batch's loss and token
+    accuracy (at most CURVE_POINTS points), on a step axis as long as the run."""
+    fig = training_curves(snapshot.history, title=f"Training {task_name} · training and held-out",
+                          max_points=CURVE_POINTS, steps=snapshot.max_steps)
     return fig.update_layout(margin_t=96)  # room for the legend between the title and the plot
 
 
