@@ -164,11 +164,10 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     infos = [i for i in list_checkpoints(registry.ASSETS) if i.error is None]
     assert list(shown.index) == [f"shipped:{i.path.stem}" for i in infos]
     # the columns that fit a 1024-pixel window beside the sidebar (the card below gives shape and parameters)
-    assert list(shown.columns) == ["Active", "Model", "Origin", "Task", "Exact match", "Size (MB)"]
+    assert list(shown.columns) == ["Active", "Model", "Origin", "Task", "Exact match"]  # the file size: on the card
     for info in infos:
         r = shown.loc[f"shipped:{info.path.stem}"]
         assert r["Model"] == info.name and r["Origin"] == "pretrained"
-        assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 1e6)  # MB = 10^6 bytes, as `models`
         assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
     assert at.selectbox(key=INSPECT).value == DEFAULT
@@ -177,6 +176,7 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     reverse = load_bundle(REVERSE)
     assert f"**Tokenizer:** char, {reverse.tokenizer.vocab_size} tokens" in card
     assert f"**Parameters:** {reverse.model.num_parameters():,}" in card
+    assert f"**File size:** {REVERSE.stat().st_size / 1e6:.2f} MB" in card  # MB = 10^6 bytes, as `models`
     # the card names the held-out set its accuracy comes from: the training run's own, not Evaluate's
     assert ("**Accuracies measured on:** the training run's own held-out split (1,000 inputs, greedy, at step "
             f"{reverse.card['evaluated_step']:,}), not the fresh inputs of Evaluate below") in card

@@ -22,7 +22,7 @@ from transformer.network.embeddings import Embedding
 from transformer.network.layers import DecoderLayer, EncoderLayer, FeedForward, Residual
 from transformer.network.masks import padding_mask, subsequent_mask
 from transformer.network.model import EncoderDecoder, Generator
-from transformer.network.positional import PositionalEncoding, sinusoidal_table
+from transformer.network.positional import PositionalEncoding, frequencies, sinusoidal_table
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Section:
 # feed-forward network (3.3), the residual connections with layer normalisation (3.1), the two layers and their
 # stacks, the generator (3.4), and greedy decoding.
 SECTIONS = (
-    Section("embeddings", (Embedding, PositionalEncoding.forward, sinusoidal_table)),
+    Section("embeddings", (Embedding, PositionalEncoding.forward, sinusoidal_table, frequencies)),
     Section("attention", (attention,)),
     Section("multi_head", (MultiHeadAttention.forward, MultiHeadAttention.queries, MultiHeadAttention.keys_values,
                            MultiHeadAttention.project, MultiHeadAttention._project, MultiHeadAttention.split_heads,

@@ -30,6 +30,7 @@ CHECKPOINTS = register(StateTable("checkpoints", (
     InspectProp("inspect", default=None),
     Int("samples", default=500, lo=SAMPLES[0], hi=SAMPLES[1]),
     Int("seed", default=7, lo=0, hi=2**31 - 1),
+    Flag("every_column"),  # the runs table's every column (else the few that fit a narrow window)
     Flag("activate", default=True),  # an accepted upload becomes the active model (the switch by the uploader)
     Prop("evaluations", default=None, url=False),  # {entry key: Evaluation} run in this session
     Int("table_version", default=0, url=False),  # bumped to re-seed the table's row selection
