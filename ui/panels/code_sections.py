@@ -94,6 +94,11 @@ def heading(key: str) -> None:
     st.header(TITLES[key], anchor=key, divider="gray")
 
 
+def sublayer_input(cfg) -> str:
+    """What a sublayer reads, as a chart title: its input after the layer norm (pre-norm), else the input itself."""
+    return "Input, normalised" if cfg.norm == "pre" else "Input"
+
+
 def vectors(values: np.ndarray, labels: list[str], title: str, what: str = "dimension", bound: float | None = None):
     return lambda: charts.token_vectors(values, labels, title, what, bound)
 
@@ -144,7 +149,7 @@ def attention(shown: Shown) -> None:
                                                   "scores q·k/√d_k"), True),
         ("weights", lambda: charts.with_title_line(charts.attention_heatmap(weights, rows, cols, title, mask=mask),
                                                    "weights after the softmax"), True)])
-    chart(shown, "attention", "heads", vectors(out, rows, "The head's output: weights · v"), "stretch")
+    chart(shown, "attention", "heads", vectors(out, rows, "The head's output"), "stretch")
     sums = weights.sum(-1)
     st.caption(f"Every row of the weights sums to 1 (here between {sums.min():.6f} and {sums.max():.6f}); "
                "these weights are the ones the decode and attention pages draw.")
@@ -165,8 +170,8 @@ def multi_head(shown: Shown) -> None:
     code_of("multi_head")
     rows, _ = shown.labels(kind)
     st.markdown("**What it computed for your input:** " + shapes(input=inner, concat=concat, output=output))
-    charts_row(shown, "multi_head", [("input", vectors(inner, rows, "Input (after the layer norm)"), False),
-                                     ("concat", vectors(concat, rows, f"The {cfg.n_heads} heads concatenated"), False),
+    charts_row(shown, "multi_head", [("input", vectors(inner, rows, sublayer_input(cfg)), False),
+                                     ("concat", vectors(concat, rows, f"{cfg.n_heads} heads, concatenated"), False),
                                      ("output", vectors(output, rows, "Output: concat · W^O"), False)])
     st.caption(f"In the concatenation, columns {shown.head * d_head}..{(shown.head + 1) * d_head - 1} are head "
                f"{shown.head + 1}'s output, the one section 2 shows.")
@@ -204,8 +209,8 @@ def feed_forward(shown: Shown) -> None:
     code_of("feed_forward")
     rows = charts.token_labels(shown.tour.source_pieces if side == "encoder" else shown.tour.target_pieces)
     st.markdown("**What it computed for your input:** " + shapes(input=inner, hidden=hidden, output=out))
-    charts_row(shown, "feed_forward", [("input", vectors(inner, rows, "Input (after the layer norm)"), False),
-                                       ("hidden", vectors(hidden, rows, "Hidden: max(0, x W₁ + b₁)", "hidden unit"),
+    charts_row(shown, "feed_forward", [("input", vectors(inner, rows, sublayer_input(cfg)), False),
+                                       ("hidden", vectors(hidden, rows, "Hidden: max(0, xW₁+b₁)", "hidden unit"),
                                         False),
                                        ("output", vectors(out, rows, "Output"), False)])
 
@@ -250,7 +255,7 @@ def encoder_layer(shown: Shown) -> None:
     scores, mask, weights = shown.tour.attention("encoder_self", layer)
     st.markdown("**What it computed for your input:** " + shapes(memory=memory))
     charts_row(shown, "encoder_layer", [
-        ("memory", vectors(memory, rows, "The memory: the encoder's output"), False),
+        ("memory", vectors(memory, rows, "The memory"), False),
         ("self", lambda: charts.attention_heatmap(weights[shown.head], rows, rows, charts.attention_title(
             "encoder_self", layer, shown.head)), True)])
 
