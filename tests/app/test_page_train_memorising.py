@@ -55,9 +55,9 @@ def test_a_tiny_own_data_run_is_called_memorising_with_what_helps(train_page):
     assert note.startswith("**The model is memorising its training pairs.**")
     assert "your data has 38 to train on" in note and "A smaller model" in note
     curves = {trace["name"]: trace for trace in spec(at, "train_curves")["data"]}
-    assert {"training loss", "held-out loss", "training token accuracy", "held-out token accuracy"} <= set(curves)
-    assert curves["held-out loss"]["fill"] == "tonexty"  # the gap to the training loss, shaded
-    assert curves["held-out loss"]["y"][-1] > curves["training loss"]["y"][-1] + 1  # and it is wide
+    assert {"training batch", "loss", "training token accuracy", "token accuracy"} <= set(curves)
+    assert curves["loss"]["fill"] == "tonexty"  # the held-out loss's gap to the training loss, shaded
+    assert curves["loss"]["y"][-1] > curves["training batch"]["y"][-1] + 1  # and it is wide
 
 
 def test_a_preset_run_is_not_called_memorising(train_page):

@@ -231,8 +231,9 @@ def test_training_curves_span_the_run_from_its_first_point_and_shade_the_gap_to_
     assert list(fig.layout.xaxis2.range) == [0, 600]  # the whole run's axis, not 24-26 around one point
     assert all(trace.mode == "lines+markers" for trace in fig.data)  # a lone point is drawn
     names = [trace.name for trace in fig.data]
-    assert names == ["training loss", "held-out loss", "training token accuracy", "held-out token accuracy",
-                     "held-out exact match"]
+    assert names == ["training batch", "loss", "training token accuracy", "token accuracy", "exact match"]
+    assert [trace.showlegend for trace in fig.data] == [True, True, False, True, True]  # dashed: said once
+    assert "held-out loss" in fig.data[1].hovertemplate and "training loss" in fig.data[0].hovertemplate
     held_out, training = fig.data[1], fig.data[0]
     assert held_out.fill == "tonexty" and training.line.dash == "dash" and held_out.line.dash == "solid"
     assert C.training_curves(first).layout.xaxis2.range is None  # no run length given: plotly's own

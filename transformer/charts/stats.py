@@ -19,12 +19,12 @@ HEAD_METRICS = {
 }
 CURVE_COLORS = {"loss": "#222222", "token_accuracy": "#0072B2", "exact_match": "#D55E00", "train_loss": "#8c8c8c",
                 "train_token_accuracy": "#56B4E9"}
-# (metric key, legend label, axes) in drawing order: a training curve just before the held-out one it is shaded to
-CURVES = (("train_loss", "training loss", ("x", "y")), ("loss", "held-out loss", ("x", "y")),
-          ("train_token_accuracy", "training token accuracy", ("x2", "y2")),
-          ("token_accuracy", "held-out token accuracy", ("x2", "y2")),
-          ("exact_match", "held-out exact match", ("x2", "y2")))
-CURVE_LABELS = {name: label for name, label, _ in CURVES}
+# (metric key, legend name, hover name, axes) in drawing order, a training curve just before the held-out one it is
+# shaded to; the legend names the held-out metrics and, once, the dashed training batch (the caption says the rest)
+CURVES = (("train_loss", "training batch", "training loss", ("x", "y")), ("loss", "loss", "held-out loss", ("x", "y")),
+          ("train_token_accuracy", "training token accuracy", "training token accuracy", ("x2", "y2")),
+          ("token_accuracy", "token accuracy", "held-out token accuracy", ("x2", "y2")),
+          ("exact_match", "exact match", "held-out exact match", ("x2", "y2")))
 TRAINING = ("train_loss", "train_token_accuracy")  # the latest training batch's, drawn dashed
 GAP_OF = {"loss": "train_loss", "token_accuracy": "train_token_accuracy"}  # held-out metric -> its training one
 GAP_COLOR = "rgba(213, 94, 0, 0.16)"  # the gap between training and held-out
@@ -122,19 +122,21 @@ def training_curves(history: list[dict], title: str = "Training", max_points: in
     are drawn, so a live chart sends a bounded amount however long training runs. `steps`: the run's length, the
     step axis's end from the first point on. Zoom survives live updates (uirevision)."""
     rows = [history[i] for i in _thin(len(history), max_points)]
-    traces = []
-    for name, label, axes in CURVES:
+    traces, drawn = [], set()
+    for name, legend, label, axes in CURVES:
         points = [(r["step"], r[name]) for r in rows if r.get(name) is not None]
         if name in TRAINING and not points:
             continue
         steps_, values = (list(v) for v in zip(*points)) if points else ([], [])
-        gap = name in GAP_OF and any(t.name == CURVE_LABELS[GAP_OF[name]] for t in traces)  # shade to training's
+        gap = GAP_OF.get(name) in drawn  # shaded down (or up) to its training curve, drawn just before
+        drawn.add(name)
         traces.append(go.Scatter(
-            x=steps_, y=values, name=label, xaxis=axes[0], yaxis=axes[1],
+            x=steps_, y=values, name=legend, showlegend=name != "train_token_accuracy", xaxis=axes[0], yaxis=axes[1],
             mode="lines+markers" if name == "exact_match" or len(points) <= FEW_POINTS else "lines",
             line=dict(color=CURVE_COLORS[name], width=2 if name in TRAINING else 2.5,
                       dash="dash" if name in TRAINING else "solid"), marker=dict(size=6),
             fill="tonexty" if gap else None, fillcolor=GAP_COLOR if gap else None,
+            legendrank=2 if name in TRAINING else 1,
             hovertemplate=f"step %{{x}}<br>{label} %{{y:.3f}}<extra></extra>",
         ))
     span = dict(range=[0, steps]) if steps else {}

@@ -37,7 +37,10 @@ def mark_step(fig: go.Figure, step: int) -> go.Figure:
     for x, y in (("x", "y"), ("x2", "y2")):  # one line per panel
         marked.add_shape(type="line", xref=x, yref=f"{y} domain", x0=step, x1=step, y0=0, y1=1,
                          line=dict(color=STEP_MARK, width=2, dash="dot"))
-    marked.add_annotation(x=step, xref="x", y=1, yref="y domain", yanchor="top", xanchor="left", xshift=3,
+    span = fig.layout.xaxis2.range  # the run's length, when the axis has it: past its middle the label goes left
+    right = span is not None and step > span[1] / 2
+    marked.add_annotation(x=step, xref="x", y=1, yref="y domain", yanchor="top", xanchor="right" if right else "left",
+                          xshift=-3 if right else 3,
                           showarrow=False, text=f"probe: step {step:,}", font=dict(color=STEP_MARK, size=13),
                           bgcolor="rgba(255,255,255,0.85)")
     return marked

@@ -233,7 +233,7 @@ def live_view(view: View, run: runs.Run) -> None:
 def curves_at(snapshot, task_name: str, step: int | None):
     """The held-out curves, marked at the probe's `step` (when a probe is shown)."""
     fig = curves_figure(snapshot, task_name).update_layout(  # the caption under it names it: no title
-        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=36)
+        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=60)  # the legend: two rows in a narrow column
     return fig if step is None else mark_step(fig, step)
 
 
