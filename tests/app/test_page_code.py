@@ -83,6 +83,7 @@ CHARTS = {  # page -> what its first "code behind this chart" link must name
     "pages/explore/attention.py": {"section": "attention", "input": TEXT},
     "pages/concepts/masks.py": {"section": "masks"},
     "pages/concepts/positions.py": {"section": "embeddings"},
+    "pages/explore/compare.py": {"section": "attention"},
 }
 
 

@@ -140,6 +140,8 @@ def attention(shown: Shown) -> None:
     code_of("attention")
     rows, cols = shown.labels(kind)
     st.markdown("**What it computed for your input:** " + shapes(q=q, k=k, v=v, scores=scores, heads=out))
+    if (said := inside_attention(shown.bundle.config, kind)) is not None:
+        st.caption(said)
     charts_row(shown, "attention", [("q", vectors(q, rows, "q: the queries"), False),
                                     ("k", vectors(k, cols, "k: the keys"), False),
                                     ("v", vectors(v, cols, "v: the values"), False)])
@@ -153,6 +155,18 @@ def attention(shown: Shown) -> None:
     sums = weights.sum(-1)
     st.caption(f"Every row of the weights sums to 1 (here between {sums.min():.6f} and {sums.max():.6f}); "
                "these weights are the ones the decode and attention pages draw.")
+
+
+def inside_attention(cfg, kind: str) -> str | None:
+    """What the model does to q, k and the scores before this code sees them (qk-norm, RoPE, ALiBi), if anything."""
+    said = []
+    if cfg.qk_norm:
+        said.append("In this model q and k arrive normalised (qk-norm: an RMSNorm of each head's queries and keys).")
+    if kind != "cross" and cfg.positional == "rope":
+        said.append("In this model's self-attention q and k arrive turned by their positions (RoPE).")
+    if kind != "cross" and cfg.positional == "alibi":
+        said.append("In this model's self-attention the scores include each head's ALiBi bias, −slope·|i − j|.")
+    return " ".join(said) or None
 
 
 def multi_head(shown: Shown) -> None:
