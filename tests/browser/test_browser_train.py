@@ -18,7 +18,7 @@ TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "Heads": "2"},
         "Training settings": {"Batch size": "16", "Total steps": "5000"}}  # still training when paused
 CURVES_POINTS = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
-    .find(d => d.data && d.data.some(t => t.name === 'held-out exact match'));
+    .find(d => d.data && d.data.some(t => t.name === 'exact match'));
   return chart ? chart.data.map(t => t.x.length) : null;
 }"""
 PROBE_TITLE = """() => {
