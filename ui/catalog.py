@@ -16,6 +16,7 @@ class PageInfo(NamedTuple):
 
 PAGES = (
     PageInfo("Start", "pages/learn/home.py", "Home", ":material/home:", None),
+    PageInfo("Start", "pages/learn/code.py", "Read the code", ":material/code:", "code"),
     PageInfo("Explore a model", "pages/explore/decode.py", "Step-by-step decoding", ":material/play_arrow:", "decode"),
     PageInfo("Explore a model", "pages/explore/attention.py", "All attention heads", ":material/grid_view:",
              "attention"),

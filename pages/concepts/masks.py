@@ -9,6 +9,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.display import HALF_WIDTH as HALF
 from ui.markdown import literal
 from ui.state import View
@@ -183,6 +184,7 @@ True (blue) means *may attend*.
     rows = [f"seq {b + 1}" for b in range(B)]
     fig = charts.mask_heatmap(pad_rows, rows, positions, f"Source padding mask · {B} sequences × {S} keys")
     display.heatmap(fig, pad_rows, rows, positions, f"{stem}_source-padding", "masks-src-pad")
+    code_link("masks", text=batch.sources[0])
 
     b = pick_row(view, "row", st.columns(2)[0], "Batch row for the decoder masks", batch,
                  row(view, "row", batch, by_length(batch)[0]))
@@ -213,6 +215,7 @@ True (blue) means *may attend*.
         display.heatmap(cross_fig, cross_mask, tgt_labels, src_labels, f"{stem}_cross-row{b + 1}", "masks-cross", HALF)
         st.caption("The source padding row, repeated for every decoder query: no decoder position reads a source "
                    "pad.")
+    code_link("masks", text=batch.sources[b])
     view.sync_url()
 
 
@@ -255,6 +258,7 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     with c2:
         display.heatmap(weights_fig, weights, q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-weights-row{b + 1}", layer, head), "masks-weights", HALF)
+    code_link("attention", text=batch.sources[b], kind=kind, layer=layer, head=head)
     view.sync_url()
 
 
@@ -306,6 +310,7 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
             display.heatmap(fig, record.weights[b, head].numpy(), dec, dec, stem, f"masks-open-{run.causal}", HALF)
             st.caption(f"Weight above the diagonal: each real (non-pad) query puts on average **{later:.0%}** of "
                        "its attention on later tokens.")
+    code_link("masks", text=batch.sources[b], kind="decoder_self", layer=layer, head=head)
     changed = (batch.predictions != open_.predictions) & batch.scored
     st.markdown(f"**Predictions of seq {b + 1}** ({int(changed[b].sum())} of {int(batch.scored[b].sum())} "
                 f"positions changed; {int(changed.sum())} of {int(batch.scored.sum())} in the whole batch)")

@@ -11,6 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.display import HALF_WIDTH
 from ui.markdown import literal
 from ui.state import View
@@ -81,6 +82,7 @@ def sinusoidal_explorer(view: View, model_d: int) -> None:
                     f"sinusoidal_pe_{length}x{d_model}", "pe-matrix")
     st.caption("Each row is one position's vector. Left columns change quickly from row to row; columns "
                "further right change ever more slowly, so together they give every position its own pattern.")
+    code_link("embeddings")
 
     left, right = st.columns(2)
     with left:
@@ -188,12 +190,13 @@ def embedded(view: View, key: str, bundle) -> tuple[str, tuple | None, str]:
         return embedded(view, key, bundle)
 
 
-def embedding_sum(bundle, embedding: tuple) -> None:
+def embedding_sum(bundle, embedding: tuple, text: str) -> None:
     pieces, record = embedding
     st.markdown("What the first encoder layer receives for this input, read from the trace of a real forward "
                 "pass: the token's embedding (scaled by √d_model) plus its position's vector.")
     fig = charts.embedding_sum(record.tokens[0].numpy(), record.positions[0].numpy(), charts.token_labels(pieces))
     display.show_figure(fig, f"{bundle.task.name}_embedding_sum", key="fig-pe-sum")
+    code_link("embeddings", text=text)
     st.caption("A token that appears twice gets the same embedding both times (left) but a different sum "
                "(right): that difference is all the encoder knows about order.")
 
@@ -273,6 +276,7 @@ def rope_view(view: View, key: str, bundle, text: str, pieces: list[str]) -> Non
         "share of q̃·k̃": np.round(demo.contributions, 4),
     }), hide_index=True, height=220, width="stretch")
     st.caption("Each pair's share depends on the query, the key and (m − n)·ω_i only; the shares sum to q̃·k̃.")
+    code_link("attention", text=text, kind="encoder_self", layer=0, head=head - 1)
     view.sync_url()
 
 
@@ -292,6 +296,7 @@ def alibi_view(bundle, pieces: list[str]) -> None:
     st.dataframe(pd.DataFrame({"head": np.arange(1, len(slopes) + 1), "slope m_h": slopes,
                                "bias at distance 1": -slopes, f"at distance {len(pieces) - 1}":
                                -slopes * (len(pieces) - 1)}), hide_index=True, width="stretch")
+    code_link("attention", kind="encoder_self", layer=0, head=0)
     st.caption("The encoder's bias is symmetric (it sees both sides); the decoder's self-attention uses the same "
                "one under its causal mask, the paper's form; cross-attention has none.")
 
@@ -334,6 +339,7 @@ def without_positions(view: View, key: str, bundle, text: str) -> None:
         st.caption(f"Layer {layer + 1}, head {head + 1}: the head whose cross-attention best follows the "
                    "expected alignment in the normal decode, shown for both; columns: the source tokens. "
                    + display.DECODER_ROWS)
+    code_link("embeddings", text=text, kind="cross", layer=layer, head=head)
     view.sync_url()
 
 
@@ -355,7 +361,7 @@ def main() -> None:
     elif bundle.config.positional == "alibi":
         alibi_view(bundle, embedding[0])
     else:
-        embedding_sum(bundle, embedding)
+        embedding_sum(bundle, embedding, text)
     without_positions(view, key, bundle, text)
     finish(view, notes)
 

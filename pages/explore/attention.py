@@ -14,10 +14,13 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display, knockout
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
-from ui.widgets import current_input, finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
+from ui.widgets import (
+    finish, header, input_picker, readable_link_input, require_model, verdict, warn_if_longer_than_trained,
+)
 from transformer import charts
 from transformer.analysis.ablation import Head
 from transformer.analysis.attention_maps import AttentionMap
@@ -157,6 +160,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
             else:
                 st.caption("Click a cell to read its query, key and weight.")
             display.csv_download(weights, rows, cols, stem, key=f"csv_{stem}")
+            code_link("attention", text=source[2], kind=amap.kind, layer=layer, head=head)
     if knocked:
         change_from_intact(amap, layer, head, source, stem)
     mean = amap.head_average(layer)
@@ -173,6 +177,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
                         "Sharp heads that look at different places blur into a soft average; heads that "
                         "agree keep it sharp.")
             display.csv_download(mean, rows, cols, mean_stem, key=f"csv_{mean_stem}")
+            code_link("multi_head", text=source[2], kind=amap.kind, layer=layer, head=head)
     view.sync_url()
 
 
@@ -233,6 +238,7 @@ def all_heads(amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[
         display.csv_download(tiled, [f"L{i + 1} · {r}" for i in range(layers) for r in rows],
                              [f"H{h + 1} · {c}" for h in range(heads) for c in cols], stem, key=f"csv_{stem}")
         grid_downloads(fig, stem, images)
+    code_link("multi_head", text=source[2], kind=amap.kind)
     if not images:
         st.info(f"PNG/SVG of the whole grid needs a Chromium on the server, and {reason}. The HTML file opens "
                 "offline in any browser, and its camera button saves a PNG.")
@@ -371,11 +377,7 @@ def main() -> None:
     notes = intro()
     key, bundle = require_model()
     version = registry.version(key)
-    if view.from_link("input"):  # a linked input the model cannot read: the default input, with a note
-        try:
-            decodes.maps(key, version, current_input(view, bundle.examples()))
-        except (TokenizerError, DecodeError) as exc:
-            view.refuse("input", f"{bundle.name} cannot decode it: {exc}")
+    readable_link_input(view, key, bundle)
     text = input_picker(view, bundle, help_text=INPUT_HELP)
     knocked, mode = knockout.picked(view, bundle.model)
     try:

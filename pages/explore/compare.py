@@ -13,6 +13,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.markdown import code, literal
 from ui.runs_table import shape_text
 from ui.state import View
@@ -239,6 +240,7 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
                                      key=f"csv-compare_{side.letter}", label=f"{side.letter}: numbers (CSV)")
     st.caption("Both heads on one fixed 0..1 colour scale: one colour means one weight in either." +
                ("" if kind == "encoder_self" else " " + display.DECODER_ROWS))
+    code_link("attention", kind=kind, layer=layer, head=head)
     st.markdown("**Where they differ (A − B)**")
     why = mismatch(sides, heads, layer, head)
     if why is not None:

@@ -9,6 +9,8 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display
 from ui import model_registry as registry
 from ui.catalog import PAGES
+from ui.code_links import code_link
+from ui.lessons import FORCE
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.home import HOME
@@ -18,27 +20,37 @@ from transformer.network.decoding import DecodeResult
 from transformer.charts.export import chart_filename
 from transformer.analysis.heads import focus_head
 
-# card text per page (title and icon come from the navigation's catalog)
+# card text per page (title and icon come from the navigation's catalog); each "Try" of a model is held to the
+# shipped models by tests/app/test_lessons.py
 CARDS = {
+    "pages/learn/code.py": (
+        "The model's code in the order of the paper, each line beside the tensors it computed for your input.",
+        "Try: pick a cross-attention head and follow your input from its embedding to its output."),
     "pages/explore/decode.py": (
         "Watch the model write its answer one token at a time, with the attention behind each step.",
-        "Try: force a wrong token at step 3 and see whether the model recovers."),
+        (f"Try: the reverse model on {code(FORCE.example)} (this link opens it at step {FORCE.step}). Force "
+         f"{code(FORCE.recovers)} there: it writes it, then recovers and writes every later letter right. Force "
+         f"{code(FORCE.loses_place)}, the letter due one step later, and it loses its place.")),
     "pages/explore/attention.py": (
         "Every head of every layer, encoder, decoder and cross-attention, side by side.",
-        "Try: find the head that draws the clearest anti-diagonal."),
+        ("Try: with the reverse model, the page opens on the cross-attention head that follows the reversal most "
+         "closely; compare its sharp anti-diagonal with the other heads.")),
     "pages/concepts/masks.py": (
         "Padding and causal masks, taken from a real forward pass over a padded batch.",
-        "Try: switch off the causal mask and watch the predictions change."),
+        ("Try: switch off the causal mask: the reverse model now reads the answer early, and some of its "
+         "predictions change.")),
     "pages/concepts/positions.py": (
         "Sines and cosines that tell the model where each token stands.",
-        "Try: decode without positions and see the reversal fall apart."),
+        "Try: decode without positions: the reverse model's output turns wrong and its anti-diagonal fades."),
     "pages/models/train.py": (
         "Train a small model in your browser session and watch its attention form.",
-        "Try: train on copy, then compare its diagonal with reverse's anti-diagonal."),
+        ("Try: train on copy (or pick the pretrained copy model), then compare its diagonal with reverse's "
+         "anti-diagonal.")),
     "pages/models/checkpoints.py": (
         "Save, load and download models as single .safetensors files.",
         "Try: save the model you trained and make it the active one."),
 }
+LINKS = {"pages/explore/decode.py": {"model": "reverse", "input": FORCE.example, "step": str(FORCE.step)}}
 
 
 def intro() -> DeltaGenerator:
@@ -96,6 +108,7 @@ def at_a_glance(view: View, key: str, bundle) -> None:
             if head is not None else f"layer {layer + 1}, averaged over its {cfg.n_heads} heads"
         st.caption(f"Cross-attention ({with_head}): bright cells show which input tokens the model looked at "
                    "while choosing each output token.")
+        code_link("attention", text=text, kind="cross", layer=layer, head=head)
 
 
 def cards() -> None:
@@ -105,7 +118,7 @@ def cards() -> None:
         for col, info in zip(st.columns(3), shown[start:start + 3]):
             what, idea = CARDS[info.path]
             with col, st.container(border=True, height="stretch"):
-                st.page_link(info.path, label=f"**{info.title}**", icon=info.icon)
+                st.page_link(info.path, label=f"**{info.title}**", icon=info.icon, query_params=LINKS.get(info.path))
                 st.markdown(what)
                 st.caption(idea)
 

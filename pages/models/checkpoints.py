@@ -75,23 +75,22 @@ def created_at(card: dict) -> datetime | None:
         return None
 
 
-def row(key: str, origin: str, name: str, task: str, card: dict, size: int) -> dict:
+def row(key: str, origin: str, name: str, task: str, card: dict) -> dict:
     return {
         "key": key, "Active": "★" if key == registry.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
         "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"],
-        "Size (MB)": size / 1e6,
     }
 
 
 def shipped_row(info: CheckpointInfo) -> dict:
     """From the file header alone: listing the zoo loads no weights."""
-    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.card, info.size)
+    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.card)
 
 
 def session_row(key: str, origin: str) -> dict:
     bundle = registry.bundle_for(key)
-    return row(key, origin, bundle.name, bundle.task.name, bundle.card, session_size(key, bundle))
+    return row(key, origin, bundle.name, bundle.task.name, bundle.card)
 
 
 def model_table(entries: dict[str, registry.ModelEntry]) -> pd.DataFrame:
@@ -129,14 +128,12 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
         table, hide_index=True, key=table_key(view), on_select=lambda: row_picked(view, keys),
         selection_mode="single-row", selection_default={"selection": {"rows": picked}}, placeholder="—",
         column_config={
-            "Active": st.column_config.TextColumn("Active", help="★ marks the model every page uses (see the "
-                                                  "sidebar)", width=60),
+            "Active": st.column_config.TextColumn("★", help="★ marks the active model: every page uses it (see the "
+                                                  "sidebar)", width=40),
+            "Model": st.column_config.TextColumn("Model", width=250),
             "Exact match": st.column_config.NumberColumn(
                 "Exact match", format="%.1f%%", help="Greedy exact match from the model card, measured on the "
                 "training run's own held-out split (not the fresh inputs of Evaluate below)"),
-            "Size (MB)": st.column_config.NumberColumn(
-                "Size (MB)", format="%.2f", help="The .safetensors file in MB of 10^6 bytes, as the `models` "
-                "command and the README give it"),
         },
     )
     st.caption("Click a row (or pick below) to see that model's card. Pretrained models ship with the app; "
@@ -147,7 +144,12 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
 # ------------------------------------------------------------------------------------------------- card
 
 
-def card_facts(bundle: ModelBundle) -> None:
+def file_size(key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> int:
+    """Bytes of a model's .safetensors file: the shipped file's, or the one a session model downloads as."""
+    return entry.path.stat().st_size if entry.path is not None else session_size(key, bundle)
+
+
+def card_facts(bundle: ModelBundle, size: int) -> None:
     """The model card: task, shape, training, metrics, tokenizer; config and training settings on request."""
     card, tokenizer = bundle.card, bundle.tokenizer
     st.markdown(f"_{bundle.task.description}_")
@@ -159,6 +161,7 @@ def card_facts(bundle: ModelBundle) -> None:
     lines.append(f"**Tokenizer:** {tokenizer.kind}, {tokenizer.vocab_size} tokens ({len(SPECIALS)} of them special)")
     if bundle.task.params:
         lines.append("**Task settings:** " + literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items())))
+    lines.append(f"**File size:** {size / 1e6:.2f} MB")  # MB of 10^6 bytes, as the `models` command gives it
     if (created := created_at(card)) is not None:
         lines.append(f"**Created:** {created:%Y-%m-%d %H:%M} UTC")
     st.markdown("  \n".join(lines))
@@ -208,7 +211,7 @@ def card_section(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[s
                 to_widget=lambda _: key)
     bundle = registry.bundle_for(key)
     with st.container(border=True):
-        card_facts(bundle)
+        card_facts(bundle, file_size(key, entries[key], bundle))
         actions(view, key, entries[key], bundle)
     return key, bundle
 
@@ -286,10 +289,11 @@ def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
 
 
 def uploaded(view: View) -> None:
-    """on_change of both uploaders: handle a new upload once; an accepted model is active, its card shown."""
-    outcome = uploads.handle_widgets()
+    """on_change of both uploaders: handle a new upload once; an accepted model (or the listed one it equals) has
+    its card shown, and is active if the switch says so."""
+    outcome = uploads.handle_widgets(view.get("activate"))
     if outcome is not None and outcome.ok:
-        view.reset("inspect")
+        view.set("inspect", outcome.key)
 
 
 def upload_section(view: View) -> None:
@@ -301,6 +305,8 @@ def upload_section(view: View) -> None:
         "its header, its configuration, the memory loading it needs and the shape of every tensor. A file that "
         "fails any check is refused and nothing changes; a model card's invalid fields are dropped with a note. "
         "`.pt` files are read with `torch.load(weights_only=True)`, so no code inside them runs.")
+    view.widget("activate", st.toggle, "Make an uploaded model the active one on every page",
+                help="Off: an upload joins the model list, and the active model stays the one in the sidebar.")
     left, right = st.columns([3, 2])
     file = left.file_uploader("Checkpoint (.safetensors or .pt)", type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
                               on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
@@ -329,7 +335,7 @@ def main() -> None:
             key, bundle = card_section(view, entries)
         with right:
             evaluation_section(view, key, bundle)
-        runs_table.section()
+        runs_table.section(view)
     st.divider()
     upload_section(view)
     finish(view, notes)

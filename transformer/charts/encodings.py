@@ -80,3 +80,16 @@ def embedding_sum(token_embeddings, positional, labels: list[str],
                           xaxis=dict(title=dict(text="dimension"), showgrid=False),
                           yaxis=dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, tickfont=dict(size=13)))
     return figure(traces, title, height=max(300, 26 * len(y) + 170), top=90, **layout)
+
+
+def token_vectors(values, labels: list[str], title: str, what: str = "dimension", bound: float | None = None
+                  ) -> go.Figure:
+    """One vector per token (tokens, width): tokens down in order, `what` ("dimension", "hidden unit") across,
+    on a diverging scale around 0 (symmetric; `bound` fixes its ends, so two charts compare)."""
+    v = as_array(values, 2, "values")
+    y = check_labels(labels, v.shape[0], "token labels")
+    heatmap = _signed_heatmap(v, f"token %{{y}}<br>{what} %{{x}}<br>value %{{z:.3f}}", bound or _bound(v), y=y,
+                              colorbar=dict(title=dict(text="value"), thickness=12))
+    return figure([heatmap], title, height=max(200, 22 * len(y) + 110), top=64, left=10,
+                  xaxis=dict(title=dict(text=what), showgrid=False),
+                  yaxis=dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, tickfont=dict(size=13)))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import streamlit as st
 
-from transformer.charts import sampling_bars
+from transformer.charts import sampling_bars, tokens_that_matter
 from transformer.charts.export import chart_filename
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.network.sampling import SampleResult, SampleSettings, samples
@@ -92,22 +93,23 @@ def sample_step(view: View, drawn: SampleResult) -> int:
     return (chosen or 1) - 1
 
 
-def sampling_chart(bundle, drawn: SampleResult, t: int, shown: int = 8) -> None:
-    """Step t of a sample: the model's, the tempered and the filtered distribution over its most likely tokens
-    (and the drawn one), and what was drawn."""
+def sampling_chart(bundle, drawn: SampleResult, t: int) -> None:
+    """Step t of a sample: the model's, the tempered and the filtered distribution over the tokens that hold a share
+    worth seeing (and the drawn one), the rest summed in one bar, and what was drawn."""
     step, vocab = drawn.steps[t], len(drawn.steps[t].probs)
-    ids = step.probs.argsort(descending=True, stable=True)[:shown].tolist()
-    ids += [] if step.token in ids else [step.token]
-    fig = sampling_bars([bundle.tokenizer.piece(i) for i in ids],
-                        {"model": step.probs[ids].numpy(), "after temperature": step.tempered[ids].numpy(),
-                         "after top-k / top-p": step.filtered[ids].numpy()},
-                        drawn=step.piece, title=f"Sampling distributions · step {t + 1}")
+    stages = {"model": step.probs.numpy(), "after temperature": step.tempered.numpy(),
+              "after top-k / top-p": step.filtered.numpy()}
+    ids = tokens_that_matter(stages, step.token)
+    rest = np.setdiff1d(np.arange(vocab), ids)
+    pieces = [bundle.tokenizer.piece(i) for i in ids] + ([f"the other {len(rest)}"] if len(rest) else [])
+    shown = {name: np.append(p[ids], p[rest].sum()) if len(rest) else p[ids] for name, p in stages.items()}
+    fig = sampling_bars(pieces, shown, drawn=step.piece, title=f"Sampling distributions · step {t + 1}")
     show_figure(fig, chart_filename(bundle.task.name, "sampling", step=t), key="decode_chart_sampling")
     st.markdown(f"**Step {t + 1}:** drew **{code(token_text(step.piece))}** (outlined) with probability "
                 f"**{pct(step.prob)}**; the model alone gave it {pct(float(step.probs[step.token]))}. The filters "
                 f"kept {step.kept} of {vocab} tokens.")
-    st.caption(f"Bars show the {len(ids)} most likely tokens; each full distribution (all {vocab} tokens) "
-               f"sums to 1, so these bars hold {pct(float(step.filtered[ids].sum()))} of the filtered mass.")
+    st.caption(f"One bar for each token that holds at least 1% in some stage (and the drawn one); the last bar sums "
+               f"the other {len(rest)} tokens. Each distribution sums to 1.")
 
 
 def drawn_samples(source: decodes.Source, bundle, settings: SampleSettings) -> list[SampleResult]:

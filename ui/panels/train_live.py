@@ -8,9 +8,12 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from transformer.tasks import CustomTask
+from transformer.training.diagnosis import memorising, preset_pairs
 from ui import animations, display, runs
+from ui.code_links import code_link
 from ui import model_registry as registry
-from ui.run_settings import RunSettings
+from ui.run_settings import RunSettings, few_pairs_note
 from ui.state import View
 from ui.tables.train import ALL_HEADS
 
@@ -18,13 +21,15 @@ STATE_LINES = {
     "running": ":green[**Training…**]",
     "paused": ":orange[**Paused.**] Resume, run a few steps, or stop.",
 }
-REASONS = {
-    "target reached": "reached the target held-out exact match",
-    "max steps": "ran all its steps",
-    "time limit": "hit its time limit",
-    "stopped": "was stopped",
-    "session gone": "was stopped because its browser session went away",
+# How a finished run ended, as one sentence each ({steps}: the steps it ran, {time}: how long it trained)
+ENDINGS = {
+    "target reached": "**Finished:** the run reached its target held-out exact match at step {steps} ({time}).",
+    "max steps": "**Finished:** the run completed all {steps} of its steps ({time}).",
+    "time limit": "**Finished:** the run reached its time limit after {steps} steps ({time}).",
+    "stopped": "**Stopped** after {steps} steps ({time}): you stopped the run.",
+    "session gone": "**Stopped** after {steps} steps ({time}): its browser session went away.",
 }
+ENDED = "**Finished:** the run ended after {steps} steps ({time})."
 LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
 PROBE_MAX_HEIGHT = 380
 
@@ -118,6 +123,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
     st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
+    code_link("attention", text=result.source, kind="cross", layer=layer, head=head)
     return step
 
 
@@ -131,6 +137,34 @@ def metrics_line(snapshot) -> None:
               "Exact match": f"{latest['exact_match']:.1%}" if latest else "–"}
     st.markdown(" · ".join(f"{name} **{value}**" for name, value in values.items()),
                 help="Exact match: greedy outputs identical to the answer, on held-out inputs never trained on.")
+
+
+def memorising_note(run: runs.Run, snapshot) -> None:
+    """Say so when the run is learning its training pairs by heart rather than the task, and what helps."""
+    found = memorising(snapshot.history)
+    if found is None:
+        return
+    seen = []
+    if found.rising:
+        seen.append(f"The held-out loss was lowest at step {found.best_step:,} ({found.best_loss:.2f}) and has risen "
+                    f"to {found.loss:.2f}, while the training loss fell to {found.train_loss:.3f}.")
+    if found.gap:
+        seen.append(f"It gets {found.train_accuracy:.0%} of the tokens of its training pairs right, but only "
+                    f"{found.accuracy:.0%} of those of held-out inputs (held-out exact match "
+                    f"{found.exact_match:.0%}).")
+    helps = [f"What helps: {more_pairs(run.task)}",
+             "A smaller model (fewer layers, a narrower d_model) has less room to learn pairs by heart."]
+    if found.rising:
+        helps.append(f"Fewer steps would stop it near step {found.best_step:,}, where it did best on held-out inputs.")
+    st.warning(f"**The model is memorising its training pairs.** {' '.join(seen + helps)}", icon=":material/school:")
+
+
+def more_pairs(task) -> str:
+    """The sentence on data size: the run's own pairs against what the recipe needs and the presets train on."""
+    if task.name == CustomTask.name:
+        return f"more pairs (your data has {task.card_params()['train_pairs']:,} to train on). {few_pairs_note()}"
+    low, high = preset_pairs()
+    return f"more different pairs (a wider range of inputs); the presets train on {low:,} to {high:,}."
 
 
 def queue_line(run: runs.Run) -> str:
@@ -159,8 +193,8 @@ def status_line(run: runs.Run, snapshot) -> None:
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
         text = f"{STATE_LINES[snapshot.state]} {text}"
     else:
-        st.markdown(f"**Finished:** the run {REASONS.get(snapshot.finished_reason, 'ended')} "
-                    f"after {snapshot.step:,} steps ({format_seconds(snapshot.elapsed)}).")
+        st.markdown(ENDINGS.get(snapshot.finished_reason, ENDED).format(steps=f"{snapshot.step:,}",
+                                                                      time=format_seconds(snapshot.elapsed)))
     st.progress(value, text=text)
 
 
@@ -172,6 +206,7 @@ def live_view(view: View, run: runs.Run) -> None:
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
     metrics_line(snapshot)
+    memorising_note(run, snapshot)
     curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
         scrub = st.container()
@@ -179,12 +214,16 @@ def live_view(view: View, run: runs.Run) -> None:
     with probe:
         step = probe_panel(view, run.timeline(snapshot), run.task, snapshot.state, scrub, wide)
     with curves:
-        fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
-                                 lambda: curves_at(snapshot, run.task.name, step))
-        display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
-        st.caption(f"{run.task.name.capitalize()}: held-out metrics, measured every "
-                   f"{run.settings.train.eval_every} steps"
-                   + (". The dotted line marks the step of the probe shown." if step is not None else "."))
+        every = run.settings.train.eval_every
+        if not snapshot.history:
+            st.info(f"The curves start at the first evaluation, at step {every:,}.", icon=":material/show_chart:")
+        else:
+            fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
+                                     lambda: curves_at(snapshot, run.task.name, step))
+            display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
+            st.caption(f"Measured every {every:,} steps: held-out inputs (solid) against the latest training batch "
+                       "(dashed); the shading is the gap between them."
+                       + (" The dotted line marks the step of the probe shown." if step is not None else ""))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
     keep_row(run, snapshot)
@@ -194,7 +233,7 @@ def live_view(view: View, run: runs.Run) -> None:
 def curves_at(snapshot, task_name: str, step: int | None):
     """The held-out curves, marked at the probe's `step` (when a probe is shown)."""
     fig = curves_figure(snapshot, task_name).update_layout(  # the caption under it names it: no title
-        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=36)
+        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=60)  # the legend: two rows in a narrow column
     return fig if step is None else mark_step(fig, step)
 
 

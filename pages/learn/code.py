@@ -1,0 +1,128 @@
+"""Read the code: the Annotated Transformer, live. The network's running source in the paper's order, each section
+beside what that code computed for the active model on the page's input (one detailed traced pass over the input
+and the model's own greedy output), with the attention kind, layer and head its sections show."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from transformer import charts
+from transformer.analysis.code_tour import KEYS, Tour, tour
+from transformer.network.decoding import DecodeError
+from transformer.network.tokenizers import TokenizerError
+from ui import decodes
+from ui import model_registry as registry
+from ui.display import output
+from ui.markdown import literal
+from ui.panels.code_sections import SECTIONS, TITLES, Shown
+from ui.state import View
+from ui.tables.attention import KINDS
+from ui.tables.code import CODE
+from ui.widgets import expected, finish, header, input_picker, readable_link_input, require_model, verdict
+
+SCROLLS = "code_scrolls"  # session key: how often a section was picked here (each pick scrolls to it again)
+# Scrolls to a section's heading once the page has drawn it, and again when late charts have moved it
+SCROLL_JS = """<style>[data-testid=stElementContainer]:has(#ap-code-scroll) {{ display: none; }}</style>
+<script id="ap-code-scroll" data-pick="{pick}">
+(() => {{
+  const go = () => document.getElementById({section})?.scrollIntoView({{block: "start"}});
+  go(); setTimeout(go, 600); setTimeout(go, 1500);
+}})();
+</script>"""
+
+
+def intro() -> DeltaGenerator:
+    notes = header("Read the code")
+    st.markdown(
+        "The Transformer this app runs, read in the order of the paper, as the Annotated Transformer reads it: "
+        "embeddings, attention, its masks, the feed-forward network, the residual connections, the two layers, "
+        "the generator and greedy decoding. Every section shows the code the model really runs, taken from the "
+        "running module (it cannot drift from it), and below it what that code computed for **your input** with "
+        "the active model (sidebar): the shapes, the tensors, and the attention of the head you pick.")
+    return notes
+
+
+def traced(key: str, version: int, text: str, output_ids: tuple) -> Tour:
+    """The detailed traced pass over `text` and its greedy output, kept in the decodes' byte-bounded cache."""
+    return decodes.memo("code_tour", _traced, key, version, text, output_ids)
+
+
+def _traced(key: str, version: int, text: str, output_ids: tuple) -> Tour:
+    bundle = registry.bundle_for(key)
+    return tour(bundle.model, bundle.tokenizer, text, list(output_ids))
+
+
+def index(view: View, name: str, count: int, default: int, what: str) -> int:
+    """The 0-based layer or head of 1-based prop `name` (None: `default`); one the model lacks is refused."""
+    value = view.get(name)
+    if value is not None and value > count:
+        view.refuse(name, f"this model has {count} {what}")
+        value = None
+    return default if value is None else value - 1
+
+
+def picks(view: View, maps: dict, cfg) -> tuple[str, int, int]:
+    """The attention kind, layer and head the sections show (0-based): the ones picked, else the head that best
+    follows the task's alignment (layer 1, head 1 without one)."""
+    kind_col, layer_col, head_col = st.columns([2, 1, 1])
+    kind = view.widget("kind", kind_col.selectbox, "Attention shown in the sections", KINDS,
+                       format_func=charts.KIND_TITLES.get)
+    amap = maps[kind]
+    best_layer, best_head, _ = amap.best_aligned() or (0, 0, None)
+    layer = index(view, "layer", amap.layers, best_layer, "layer(s) of this kind")
+    head = index(view, "head", amap.heads, best_head, "heads per layer")
+    view.widget("layer", layer_col.selectbox, "Layer", range(amap.layers), format_func=lambda i: f"Layer {i + 1}",
+                to_widget=lambda _: layer, from_widget=lambda i: i + 1)
+    view.widget("head", head_col.selectbox, "Head", range(amap.heads), format_func=lambda i: f"Head {i + 1}",
+                to_widget=lambda _: head, from_widget=lambda i: i + 1)
+    return kind, layer, head
+
+
+def contents(view: View) -> str:
+    """The sections as pills, bound to the `section` prop: picking one scrolls to it."""
+    def picked() -> None:
+        st.session_state[SCROLLS] = st.session_state.get(SCROLLS, 0) + 1
+
+    return view.widget("section", st.pills, "Go to a section", KEYS, format_func=TITLES.get, required=True,
+                       on_change=picked)
+
+
+def scroll_to(section: str) -> None:
+    """Open the page at `section` (a link's, or one just picked); the first opens at the top."""
+    pick = st.session_state.get(SCROLLS, 0)
+    if pick or section != KEYS[0]:
+        st.html(SCROLL_JS.format(pick=pick, section=json.dumps(section)), unsafe_allow_javascript=True)
+
+
+def main() -> None:
+    view = CODE.view()
+    notes = intro()
+    key, bundle = require_model()
+    version = registry.version(key)
+    readable_link_input(view, key, bundle)
+    text = input_picker(view, bundle, help_text="The sections below show what the model computed for this input.")
+    try:
+        greedy = decodes.greedy(key, version, text)
+        maps = decodes.maps(key, version, text)
+        passed = traced(key, version, text, tuple(greedy.output_ids))
+    except (TokenizerError, DecodeError) as exc:
+        st.error(f"{literal(bundle.name)} cannot decode this input: {literal(str(exc))}. Type another one or pick an "
+                 "example above.", icon=":material/error:")
+        finish(view, notes)
+        return
+    answer, _ = expected(bundle.task, text)
+    st.markdown(f"**Output:** {output(greedy.output_text)} {verdict(greedy.output_text, answer)}")
+    with st.container(border=True):
+        kind, layer, head = picks(view, maps, bundle.config)
+        section = contents(view)
+    shown = Shown(passed, greedy, bundle, (key, version, text), kind, layer, head)
+    for name in KEYS:
+        SECTIONS[name](shown)
+    scroll_to(section)
+    finish(view, notes)
+
+
+main()
