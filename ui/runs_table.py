@@ -14,6 +14,7 @@ import streamlit as st
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.tasks import TASKS
 
+from . import display
 from . import model_registry as registry
 from . import runs
 from .tables.compare import COMPARE
@@ -159,6 +160,7 @@ def section() -> None:
         else:
             st.button("Download", key="runs_download_off", icon=":material/download:", disabled=True,
                       help="Pick one row to download its model.")
+        display.table_download(frame, "runs_and_models", key="runs_table_csv", label="Table (CSV)")
     st.caption("Every run this session started (the newest on the Train page; earlier ones stay here, at most "
                f"{runs.MAX_HISTORY}) and every model it can use. Tick rows to compare two, or make one active or "
                "download it; a run's model is its weights as of now.")
