@@ -3,26 +3,29 @@ models trained or uploaded in this session. One of them is active; every page us
 
 A trained or uploaded model is also kept in the server's model store (`transformer.store.model_store`) under an
 unguessable id, which is its key (`trained:<id>`): a reload, a link or a restarted server finds it there for
-as long as the store keeps it."""
+as long as the store keeps it. The store keeps it for this session (`owner`: a digest of the session's id) and its
+browser's address (`client`, where the server sees one: not on localhost), each with a fair share of the store."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from transformer.bundle import ModelBundle
 from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
-from transformer.store.model_store import ModelStore, StoreError
+from transformer.store.model_store import ModelStore, StoreError, megabytes
 
 from . import state
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets" / "checkpoints"
 POSITIONS = ASSETS / "positions"  # models differing only in their position scheme (errors page), not in the list
-STORE = ModelStore.configured(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
+STORE = ModelStore.configured(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_STORE_*, ...
 ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a run's weights at a step, kept
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
@@ -132,11 +135,45 @@ def adopt_kept(key: str) -> str | None:
     if origin not in ORIGINS:
         return "it is not a model on this server"
     try:
-        bundle = STORE.get(model_id)
+        bundle = STORE.get(model_id, user=owner())
     except StoreError as exc:
         return str(exc)
     _session_models()[key] = (origin, bundle)
     return None
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def owner() -> str:
+    """Who keeps this session's models in the store: a digest of its session id (the id itself stays in memory)."""
+    ctx = get_script_run_ctx()
+    return _digest(f"session:{ctx.session_id if ctx is not None else ''}")
+
+
+def client() -> str | None:
+    """A digest of this session's browser address, or None where the server cannot tell one (localhost)."""
+    address = st.context.ip_address
+    return _digest(f"client:{address}") if isinstance(address, str) else None
+
+
+def _listed_ids() -> set[str]:
+    return {key.partition(":")[2] for key in _session_models()}
+
+
+def share_text() -> str:
+    """What is left of this session's (and its computer's) share of the server's model storage, in sentences."""
+    share = STORE.share(owner(), _listed_ids())
+    text = (f"Your share of this server's model storage: {megabytes(share.used)} of {megabytes(share.limit)} used "
+            f"by {share.models} model(s), {megabytes(share.left)} left.")
+    if share.held:
+        text += (f" {share.held} of them you removed, but another session opened through a link: they stay for it, "
+                 "and go first when you need room.")
+    if (theirs := STORE.client_share(client())) is not None:
+        text += (f" All sessions from your computer together: {megabytes(theirs.used)} of "
+                 f"{megabytes(theirs.limit)} used.")
+    return text
 
 
 def kept_for(key: str) -> float | None:
@@ -147,9 +184,10 @@ def kept_for(key: str) -> float | None:
 
 def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -> str:
     """Keep a trained or uploaded model for this session and in the server's store; returns its entry key.
-    A store that cannot write (a full or read-only disk) still leaves the model to this session."""
+    ShareError (a StoreError) when this session's or its computer's share, or the store, has no room for it: then
+    nothing changes. A store that cannot write (a full or read-only disk) still leaves the model to this session."""
     try:
-        key = f"{origin}:{STORE.put(bundle)}"
+        key = f"{origin}:{STORE.put(bundle, owner(), client(), protect=_listed_ids())}"
     except OSError:
         key = f"{origin}:{uuid.uuid4().hex[:8]}"
     _session_models()[key] = (origin, bundle)
@@ -159,7 +197,11 @@ def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -
 
 
 def remove_session_model(key: str) -> None:
+    """Take a model off this session's list; the store deletes its file unless another session has opened it."""
     _session_models().pop(key, None)
+    origin, _, model_id = key.partition(":")
+    if origin in ORIGINS:
+        STORE.discard(model_id, owner())
     if st.session_state.get(ACTIVE) == key:
         set_active(default_key())
 

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS
 
 from . import display
@@ -20,6 +21,7 @@ from . import runs
 from .tables.compare import COMPARE
 
 TABLE = "runs_table"  # widget key of the table (its selection)
+REFUSED = "runs_table_refused"  # session_state: why Make active could not add a run's model
 COMPARE_PAGE = "pages/explore/compare.py"
 ORIGIN_NAMES = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded",
                 "snapshot": "snapshot of a run"}
@@ -112,7 +114,14 @@ def activate(table: list[Row]) -> None:
     """on_click of Make active (before the sidebar's picker renders)."""
     chosen = picked(table)
     if len(chosen) == 1:
-        registry.set_active(model_key(chosen[0]))
+        try:
+            registry.set_active(model_key(chosen[0]))
+        except StoreError as exc:
+            st.session_state[REFUSED] = refusal(exc)
+
+
+def refusal(exc: StoreError) -> str:
+    return f"The run's model was not added: it cannot be kept on this server: {exc}."
 
 
 def file_name(row: Row) -> str:
@@ -164,9 +173,15 @@ def section() -> None:
     st.caption("Every run this session started (the newest on the Train page; earlier ones stay here, at most "
                f"{runs.MAX_HISTORY}) and every model it can use. Tick rows to compare two, or make one active or "
                "download it; a run's model is its weights as of now.")
+    if (message := st.session_state.pop(REFUSED, None)) is not None:
+        st.error(message, icon=":material/block:")
     if compare and len(chosen) == 2:
         view = COMPARE.view()
-        a, b = (model_key(row) for row in chosen)
+        try:
+            a, b = (model_key(row) for row in chosen)
+        except StoreError as exc:
+            st.error(refusal(exc), icon=":material/block:")
+            return
         view.set("a", a)
         view.set("b", b)
         st.switch_page(COMPARE_PAGE)

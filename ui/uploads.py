@@ -15,6 +15,7 @@ import streamlit as st
 from transformer.network.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
 from transformer.store.checkpoints import CheckpointError, load_bundle, load_state_dict_file
+from transformer.store.model_store import StoreError
 
 from . import model_registry as registry
 
@@ -80,7 +81,11 @@ def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: t
     except CheckpointError as exc:
         return UploadOutcome(upload_id, False, f"“{name}” was refused: {exc}. Nothing was changed: the active "
                                                "model is still the one in the sidebar.")
-    key = registry.add_session_model(bundle, "uploaded")
+    try:
+        key = registry.add_session_model(bundle, "uploaded")
+    except StoreError as exc:  # this session's share of the server's model storage is full
+        return UploadOutcome(upload_id, False, f"“{name}” was refused: it cannot be kept on this server: {exc}. "
+                                               "Nothing was changed: the active model is still the one in the sidebar.")
     return UploadOutcome(upload_id, True, f"“{name}” loaded as “{bundle.name}”: {bundle.task.title.lower()}, "
                                           f"{bundle.model.num_parameters():,} parameters. It is now the active model "
                                           f"on every page.{caveats(bundle)}", key)

@@ -12,6 +12,7 @@ from transformer.runs import workers
 from transformer.runs.job import JobLimitError
 from transformer.runs.probe import example_input
 from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS, CustomTask, make_task
 from transformer.tasks.custom import parse_pairs
 from ui import model_registry as registry
@@ -129,7 +130,11 @@ def use_model(view: View, run: runs.Run) -> None:
     sidebar picker is drawn before the page)."""
     step = run.snapshot().step
     bundle = run.bundle(model_name(view, run, step))
-    run.added[step] = registry.add_session_model(bundle, "trained")
+    try:
+        run.added[step] = registry.add_session_model(bundle, "trained")
+    except StoreError as exc:
+        runs.say("error", f"“{bundle.name}” was not added: it cannot be kept on this server: {exc}.", "result")
+        return
     runs.say("success", f"“{bundle.name}” is now the active model: every page uses it (see the sidebar).", "result")
 
 

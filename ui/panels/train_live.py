@@ -8,6 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from transformer.store.model_store import StoreError
 from ui import animations, display, runs
 from ui import model_registry as registry
 from ui.run_settings import RunSettings
@@ -210,7 +211,11 @@ def first_screen(fig, head: int | None):
 
 
 def keep_clicked(run: runs.Run) -> None:
-    key = runs.keep_snapshot(run)
+    try:
+        key = runs.keep_snapshot(run)
+    except StoreError as exc:
+        runs.say("error", f"The weights were not kept: they cannot be kept on this server: {exc}.", "keep")
+        return
     runs.say("success", f"Kept “{registry.entries()[key].label}”: pick it on the Compare page or in the sidebar.",
              "keep")
 
