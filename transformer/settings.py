@@ -85,6 +85,15 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "(default: the number of CPU cores)", lo=1, hi=10_000),
     Setting("AP_MAX_QUEUED", "int", 32, "runs that may wait in the server's line; beyond that Start is refused",
             lo=0, hi=10_000),
+    Setting("AP_RUNS_PER_SESSION", "int", 1, "training runs one browser session may have live at once (waiting, "
+            "training or paused)", lo=1, hi=10_000),
+    Setting("AP_RUNS_PER_CLIENT", "int", 3, "training runs one client address may have live at once, all its "
+            "sessions together (0: no limit; not applied to localhost)", lo=0, hi=10_000),
+    Setting("AP_MAX_WORKERS", "int", lambda: 2 * (os.cpu_count() or 1), "training worker processes alive at once, "
+            "paused runs' included: past it the longest-paused hand theirs back (default: twice the CPU cores)",
+            lo=1, hi=10_000),
+    Setting("AP_PARK_AFTER_S", "float", 120.0, "seconds a paused run keeps its worker process; then it hands its "
+            "state to the server and resumes from it, exactly, in a new worker", lo=0, hi=86_400),
     Setting("AP_WORKER_NICE", "int", 10, "how many nice levels below the server a training worker runs "
             "(0: the server's priority)", lo=0, hi=19),
     Setting("AP_RAY_ADDRESS", "text", None, "a Ray cluster to train on ('auto', 'HOST:PORT' or "

@@ -3,18 +3,18 @@ models trained or uploaded in this session. One of them is active; every page us
 
 A trained or uploaded model is also kept in the server's model store (`transformer.store.model_store`) under an
 unguessable id, which is its key (`trained:<id>`): a reload, a link or a restarted server finds it there for
-as long as the store keeps it. The store keeps it for this session (`owner`: a digest of the session's id) and its
+as long as the store keeps it. The store keeps it for this session (`owner`: a random token of the session) and its
 browser's address (`client`, where the server sees one: not on localhost), each with a fair share of the store."""
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from transformer.bundle import ModelBundle
 from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
@@ -30,6 +30,7 @@ ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a r
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
+OWNER = "session_owner"  # session_state: this session's owner token (model store, run queue)
 OPENED = "opened_positions"  # session_state: the position-scheme models this session opened (`positions:<scheme>`)
 
 
@@ -142,20 +143,18 @@ def adopt_kept(key: str) -> str | None:
     return None
 
 
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
-
-
 def owner() -> str:
-    """Who keeps this session's models in the store: a digest of its session id (the id itself stays in memory)."""
-    ctx = get_script_run_ctx()
-    return _digest(f"session:{ctx.session_id if ctx is not None else ''}")
+    """Who this session is to the model store and the run queue: a random token made once per session (kept in
+    its session state, so it lives exactly as long as the session)."""
+    return st.session_state.setdefault(OWNER, secrets.token_hex(12))
 
 
 def client() -> str | None:
     """A digest of this session's browser address, or None where the server cannot tell one (localhost)."""
     address = st.context.ip_address
-    return _digest(f"client:{address}") if isinstance(address, str) else None
+    if not isinstance(address, str):
+        return None
+    return hashlib.blake2b(address.encode("utf-8"), digest_size=12).hexdigest()  # no address is written to disk
 
 
 def _listed_ids() -> set[str]:

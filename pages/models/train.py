@@ -70,7 +70,7 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         text = default_probe(settings, None)
     try:
         runs.launch(runs.new_run(settings, text), steps)
-    except JobLimitError as exc:  # the server's line is full (capacity.QueueFullError)
+    except JobLimitError as exc:  # the server's line is full, or this session's or computer's share of runs
         runs.say("error", f"Cannot start: {exc}.")
         return
     except ValueError as exc:  # settings the library refuses
@@ -80,7 +80,11 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
 
 
 def resume(view: View, run: runs.Run) -> None:
-    run.resume()
+    try:
+        run.resume()
+    except JobLimitError as exc:  # the server's line is full: the run stays paused
+        runs.say("error", f"Cannot resume: {exc}.")
+        return
     view.set("follow", True)
 
 
@@ -88,7 +92,10 @@ def step_clicked(view: View, run: runs.Run | None) -> None:
     """Step N: a paused run runs exactly N more steps; otherwise a new run starts paused and runs N."""
     steps = view.get("step_count")
     if run is not None and run.snapshot().state == "paused":
-        run.step(steps)
+        try:
+            run.step(steps)
+        except JobLimitError as exc:
+            runs.say("error", f"Cannot step: {exc}.")
     else:
         runs.request_start(steps)
 

@@ -154,6 +154,12 @@ def status_line(run: runs.Run, snapshot) -> None:
         st.markdown(queue_line(run))
     elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
         st.markdown(":green[**Starting a training process…**] (a few seconds: it loads the model code first)")
+    elif snapshot.state == "running" and snapshot.parked:
+        st.markdown(":green[**Resuming…**] A new training process is starting from the state the run paused at "
+                    "(a few seconds).")
+    elif snapshot.state == "paused" and snapshot.parked:
+        text = (f"{STATE_LINES['paused']} While it waited, its training process went back to the server for other "
+                f"runs; Resume or Step starts a new one from exactly this step (a few seconds). {text}")
     elif snapshot.state == "error":
         st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
                  "kept: you can still use or download it below.")
