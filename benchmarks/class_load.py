@@ -190,10 +190,12 @@ async def walker(s: Light, until: float, rng: random.Random, report: dict) -> No
         await poll(s)
     await asyncio.sleep(rng.uniform(3, 6))
     await s.run("train", click="train_pause")
+    paused = time.monotonic()
     report["walked_away"] += 1
     await asyncio.sleep(max(0.0, min(until - time.monotonic(), float(SERVER_ENV["AP_PARK_AFTER_S"]) + 20)))
     await s.run("train")  # back at the tab once its worker should have gone back to the server
-    report["walkers_worker_back" if s.shows("went back to the server") else "walkers_worker_kept"] += 1
+    back = s.shows("went back to the server")
+    report["walkers"].append({"paused_s": round(time.monotonic() - paused, 1), "worker_went_back": back})
     await asyncio.sleep(max(0.0, until - time.monotonic()))  # connected, idle: its tab stays open
 
 
@@ -225,13 +227,13 @@ async def idle(page) -> None:
 OUTCOME = "[data-testid=stAlertContentSuccess], [data-testid=stAlertContentError]"
 
 
-async def upload(page, path: Path, name: str, tag: str) -> bool:
+async def upload(page, path: Path, name: str, tag: str, wait_s: float = 300) -> bool:
     """Upload `path` as `name` on the Checkpoints page; True when it was kept, False when refused (the outcome is
     the message that shows `tag`, a plain part of the name)."""
     await page.locator(".st-key-ckpt_upload input[type=file]").set_input_files(
         {"name": name, "mimeType": "application/octet-stream", "buffer": path.read_bytes()})
     outcome = page.locator(OUTCOME).filter(has_text=tag)
-    await outcome.first.wait_for(timeout=300_000)
+    await outcome.first.wait_for(timeout=wait_s * 1000)
     await idle(page)
     return await outcome.first.get_attribute("data-testid") == "stAlertContentSuccess"
 
@@ -266,12 +268,20 @@ async def sharer(page, url: str, shared: asyncio.Future, report: dict) -> None:
 
 async def mischief(page, url: str, path: Path, until: float, report: dict) -> None:
     """Upload a big checkpoint and Remove it, again and again (the issue's store-eviction attack)."""
+    from playwright.async_api import TimeoutError as NoOutcome
+
     await page.goto(f"{url}/checkpoints")
     await idle(page)
     round_ = 0
     while time.monotonic() < until:
         round_ += 1
-        kept = await upload(page, path, f"big{round_}.safetensors", f"big{round_}.")
+        try:
+            kept = await upload(page, path, f"big{round_}.safetensors", f"big{round_}.", wait_s=120)
+        except NoOutcome:  # seen under load: no outcome after a Remove; the student reloads (a new session)
+            report["uploads_without_outcome"] += 1
+            await page.reload()
+            await idle(page)
+            continue
         if kept:
             report["uploads_kept"] += 1
         else:
@@ -405,11 +415,10 @@ def main() -> None:
     args = parser.parse_args()
     if (missing := chromium_missing()) is not None:
         raise SystemExit(missing)
-    counts = ("runs_finished", "runs_unfinished", "links_opened", "links_evicted", "walked_away",
-              "walkers_worker_back", "walkers_worker_kept", "churn_started", "churn_refused", "hostile_links",
-              "uploads_kept", "exceptions_in_browsers")
+    counts = ("runs_finished", "runs_unfinished", "links_opened", "links_evicted", "walked_away", "churn_started",
+              "churn_refused", "hostile_links", "uploads_kept", "uploads_without_outcome", "exceptions_in_browsers")
     report = {"machine": machine(), "settings": dict(SERVER_ENV), "errors": [], "runs_refused": [],
-              "queue_waits_s": [], "uploads_refused": {}, **dict.fromkeys(counts, 0)}
+              "queue_waits_s": [], "uploads_refused": {}, "walkers": [], **dict.fromkeys(counts, 0)}
     big = big_checkpoint(Path(tempfile.mkdtemp(prefix="ap-class-")))
     report["big_upload_mb"] = round(big.stat().st_size / 2**20, 1)
     server = AppServer(env=SERVER_ENV, timed=True)

@@ -285,9 +285,9 @@ class ModelStore:
         mine = kept(lambda m: m.owner == owner)
         used = sum(m.size for m in mine)
         free([m for m in mine if m.id not in protect], used + size - self.session_bytes,
-             f"your share of the server's model storage is full ({megabytes(used)} of "
-             f"{megabytes(self.session_bytes)} used by {len(mine)} model(s)); remove a model on the Checkpoints page "
-             "to make room")
+             f"your share of the server's model storage is full: your {len(mine)} kept model(s) use "
+             f"{megabytes(used)} of {megabytes(self.session_bytes)}; remove a model on the Checkpoints page to make "
+             "room")
         if client is not None and self.client_bytes:
             theirs = kept(lambda m: m.client == client)
             used = sum(m.size for m in theirs)
