@@ -153,3 +153,19 @@ def test_a_run_that_starts_paused_then_steps_after_parking_counts_once(jobs):
     wait_for(lambda: job.snapshot().step >= 3 and not job.snapshot().parked, what="the resumed run")
     job.pause()
     assert job.snapshot().state == "paused"
+
+
+def test_step_on_a_fresh_run_counts_against_the_share_and_a_waiting_worker_parks(jobs):
+    queue = RunQueue(limit=1, max_queued=4, per_session=1, max_workers=4, park_after=0)
+    first = jobs(queue, owner="me")
+    first.step(2)  # Step N on a run never started: it starts, and counts as the session's live run
+    with pytest.raises(RunLimitError):
+        jobs(queue, owner="me").step(1)
+    wait_for(lambda: first.snapshot().step == 2 and first.snapshot().state == "paused", what="two steps")
+    other = jobs(queue, owner="other")
+    other.start()  # takes the one slot
+    first.resume()  # waits in line, its worker paused: it too hands its worker back
+    assert first.snapshot().state == "queued"
+    wait_for(lambda: queue.park_idle() == [first] or first.snapshot().parked, what="the waiting run to park")
+    other.stop()  # its turn: a new worker from its state
+    wait_for(lambda: first.snapshot().step > 2 and not first.snapshot().parked, what="the run to go on")

@@ -37,11 +37,12 @@ How it works
   wait in line (state "queued", position()) when none is free; QueueFullError when the line is full. A run
   gives its slot back whenever it stops stepping, paused included (it keeps its process and weights). A
   queued run that never started has no process until its turn: a full line must not hold 32 interpreters.
-- Parking: a paused run asked to park() (by RunQueue.park_idle: paused too long, or too many workers alive)
-  has its worker send its whole state (TrainingJob.saved: weights, optimiser and schedule states, batch and
-  dropout generators, step count, history, probes) and end. The run stays "paused" (snapshot().parked); its
-  next step, resume or step(n) starts a worker that restores that state, so its losses and weights are those
-  of a run that never paused, bit for bit on the CPU.
+- Parking: a paused run (or one waiting in line, its worker paused) asked to park() (by RunQueue.park_idle:
+  idle too long, or too many workers alive) has its worker send its whole state (TrainingJob.saved: weights,
+  optimiser and schedule states, batch and dropout generators, step count, history, probes) and end. The run
+  stays paused or in line (snapshot().parked); when it steps again (resume, step(n), its turn in line) a new
+  worker restores that state, so its losses and weights are those of a run that never paused, bit for bit on
+  the CPU.
 - A child ignores SIGINT (Ctrl-C in the server's terminal reaches the whole process group) and ends,
   stopping its run after the step under way, when its pipe closes: when the server exits or dies, even by
   SIGKILL. The reader thread waits for (reaps) its worker, so no zombie is left either.
@@ -68,6 +69,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -88,6 +90,7 @@ __all__ = ["ProcessJob"]
 
 PUBLISH_EVERY = 0.1  # seconds between the worker's progress messages (only sent when something changed)
 WEIGHTS_EVERY = 2.0  # seconds between weight copies a running worker sends (what survives a SIGKILL)
+IDLING = ("paused", "queued")  # states whose worker, if it has one, is not stepping (it may park)
 STOP_GRACE = 1.0  # seconds a stop waits for the step under way before it ends the worker (issue: stop within 1 s)
 CHILD_SETTLE = 600.0  # seconds the worker waits for its step under way on pause / stop (the parent waits less)
 EXIT_GRACE = 5.0  # seconds a worker whose pipe has closed gets to exit before it is killed
@@ -246,18 +249,13 @@ class ProcessJob(Job):
         with self._lock:
             if self._status != "idle":
                 raise RuntimeError(f"this job was already started (state {self._status!r})")
-        self.queue.admit(self, self.owner, self.client)
-        try:
-            with self._lock:
-                if paused:
-                    self._status = "paused"
-                    self._spawn()
-                else:
-                    self._mode = ("run",)
-                    self._want_slot()
-        except BaseException:
-            self.queue.leave(self)
-            raise
+        with self._counted(), self._lock:
+            if paused:
+                self._status = "paused"
+                self._spawn()
+            else:
+                self._mode = ("run",)
+                self._want_slot()
         self._settle_slot()
 
     def pause(self, timeout: float = SETTLE_TIMEOUT) -> None:
@@ -281,7 +279,8 @@ class ProcessJob(Job):
         """Run exactly `n` more steps, then stay paused (an idle job starts first)."""
         if n < 1:
             raise ValueError(f"step count must be at least 1, got {n}")
-        self._want_to_step(("step", n))
+        with self._counted():
+            self._want_to_step(("step", n))
 
     def stop(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """End the worker after the current step and return once it has ended (or after `timeout`); a job
@@ -309,21 +308,22 @@ class ProcessJob(Job):
             self.join(timeout)
 
     def park(self, timeout: float = SETTLE_TIMEOUT) -> bool:
-        """Hand the worker of a paused run back: it sends the run's whole state and ends (see the module
-        docstring). True when the run is parked now; False when it was not paused with a worker, or the worker did
-        not answer within `timeout` seconds."""
+        """Hand the worker of a paused run (or of one waiting in line, its worker paused) back: it sends the run's
+        whole state and ends (see the module docstring). True when the run is parked now; False when it had no idle
+        worker, or the worker did not answer within `timeout` seconds."""
         with self._lock:
-            if not self.PARKS or self._status != "paused" or not self._ready or self._stopping:
+            if not self.PARKS or self._status not in IDLING or not self._ready or self._stopping:
                 return False
             seq = self._command("park")
             self._lock.wait_for(lambda: self._acked >= seq or self._ended.is_set(), timeout)
             return self._parked is not None and self._proc is None
 
     def paused_since(self) -> float | None:
-        """When this run was first seen paused with a live worker (time.monotonic()), None when it is not; for
-        RunQueue.park_idle, which asks every few seconds (a command to step again starts the clock afresh)."""
+        """When this run was first seen paused, or waiting in line, with a live worker (time.monotonic()), None when
+        it is not; for RunQueue.park_idle, which asks every few seconds (a command to step again starts the clock
+        afresh)."""
         with self._lock:
-            if self._status != "paused" or not self._ready or self._stopping:
+            if self._status not in IDLING or not self._ready or self._stopping:
                 self._paused_at = None
             elif self._paused_at is None:
                 self._paused_at = time.monotonic()
@@ -405,6 +405,21 @@ class ProcessJob(Job):
         return ModelBundle(model.eval(), tokenizer, self.task, card)
 
     # -- the parent's side, under self._lock ---------------------------------------------------------
+    @contextmanager
+    def _counted(self):
+        """While an idle job starts: counted against its owner's and client's shares of live runs (RunLimitError
+        when either is full); a start that fails leaves the count as it was."""
+        with self._lock:
+            idle = self._status == "idle"
+        if idle:
+            self.queue.admit(self, self.owner, self.client)
+        try:
+            yield
+        except BaseException:
+            if idle:
+                self.queue.leave(self)
+            raise
+
     def _want_to_step(self, mode: tuple) -> None:
         with self._lock:
             self._paused_at = None
