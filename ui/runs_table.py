@@ -12,14 +12,17 @@ import pandas as pd
 import streamlit as st
 
 from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS
 
+from . import display
 from . import model_registry as registry
 from . import runs
 from .state import View
 from .tables.compare import COMPARE
 
 TABLE = "runs_table"  # widget key of the table (its selection)
+REFUSED = "runs_table_refused"  # session_state: why Make active could not add a run's model
 COMPARE_PAGE = "pages/explore/compare.py"
 ORIGIN_NAMES = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded",
                 "snapshot": "snapshot of a run"}
@@ -117,7 +120,14 @@ def activate(table: list[Row]) -> None:
     """on_click of Make active (before the sidebar's picker renders)."""
     chosen = picked(table)
     if len(chosen) == 1:
-        registry.set_active(model_key(chosen[0]))
+        try:
+            registry.set_active(model_key(chosen[0]))
+        except StoreError as exc:
+            st.session_state[REFUSED] = refusal(exc)
+
+
+def refusal(exc: StoreError) -> str:
+    return f"The run's model was not added: it cannot be kept on this server: {exc}."
 
 
 def file_name(row: Row) -> str:
@@ -171,12 +181,19 @@ def section(view: View) -> None:
         else:
             st.button("Download", key="runs_download_off", icon=":material/download:", disabled=True,
                       help="Pick one row to download its model.")
+        display.table_download(frame, "runs_and_models", key="runs_table_csv", label="Table (CSV)")
     st.caption("Every run this session started (the newest on the Train page; earlier ones stay here, at most "
                f"{runs.MAX_HISTORY}) and every model it can use. Tick rows to compare two, or make one active or "
                "download it; a run's model is its weights as of now.")
+    if (message := st.session_state.pop(REFUSED, None)) is not None:
+        st.error(message, icon=":material/block:")
     if compare and len(chosen) == 2:
         view = COMPARE.view()
-        a, b = (model_key(row) for row in chosen)
+        try:
+            a, b = (model_key(row) for row in chosen)
+        except StoreError as exc:
+            st.error(refusal(exc), icon=":material/block:")
+            return
         view.set("a", a)
         view.set("b", b)
         st.switch_page(COMPARE_PAGE)

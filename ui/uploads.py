@@ -17,6 +17,7 @@ import streamlit as st
 from transformer.network.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
 from transformer.store.checkpoints import CheckpointError, load_bundle, load_state_dict_file
+from transformer.store.model_store import StoreError
 
 from . import model_registry as registry
 
@@ -100,7 +101,11 @@ def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: t
         return UploadOutcome(upload_id, True, f"“{name}” holds the same model as “{label}”, already in the list (the "
                                               f"same weights, configuration and tokenizer), so nothing was added. "
                                               f"{now}", same)
-    key = registry.add_session_model(bundle, "uploaded", activate=activate)
+    try:
+        key = registry.add_session_model(bundle, "uploaded", activate=activate)
+    except StoreError as exc:  # this session's share of the server's model storage is full
+        return UploadOutcome(upload_id, False, f"“{name}” was refused: it cannot be kept on this server: {exc}. "
+                                               "Nothing was changed: the active model is still the one in the sidebar.")
     now = ("It is now the active model on every page." if activate else
            "It is in the model list; the active model is still the one in the sidebar.")
     return UploadOutcome(upload_id, True, f"“{name}” loaded as “{bundle.name}”: {bundle.task.title.lower()}, "

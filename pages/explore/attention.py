@@ -364,8 +364,7 @@ def head_importance(view: View, key: str, version: int, task_name: str) -> None:
         display.show_figure(curve, f"{stem}_removal", key="attention_removal_curve", width="content")
         table = pd.DataFrame([{"Kind": charts.KIND_TITLES[h["kind"]], "Layer": h["layer"] + 1, "Head": h["head"] + 1,
                                "Exact match": h["exact_match"], "Drop": h["drop"]} for h in result["heads"]])
-        st.download_button("Numbers (CSV)", table.to_csv(index=False), file_name=f"{stem}.csv", mime="text/csv",
-                           key="attention_importance_csv", on_click="ignore", icon=":material/download:")
+        display.table_download(table, stem, key="attention_importance_csv")
     view.sync_url()
 
 

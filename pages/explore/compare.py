@@ -322,8 +322,7 @@ def scores(view: View, sides: list[Side]) -> None:
                          lambda: score_bars([s.name for s in sides], values,
                                             f"Held-out exact match · {samples:,} inputs · seed {seed}"))
     display.show_figure(fig, f"compare_exact-match_{samples}_seed{seed}", key="compare_scores", width=560)
-    st.download_button("Numbers (CSV)", table.to_csv(), file_name="compare_models.csv", mime="text/csv",
-                       key="compare_facts_csv", on_click="ignore", icon=":material/table:")
+    display.table_download(table, "compare_models", key="compare_facts_csv", index=True)
     view.sync_url()
 
 
@@ -353,8 +352,7 @@ def settings(sides: list[Side]) -> None:
     st.markdown(f"**{count}** of {len(diff)} settings differ" + (":" if count else " (the same recipe)."))
     st.dataframe(diff, hide_index=True, key="compare_settings", column_config={
         "Differs": st.column_config.CheckboxColumn("Differs", width="small")})
-    st.download_button("Settings (CSV)", diff.to_csv(index=False), file_name="compare_settings.csv",
-                       mime="text/csv", key="compare_settings_csv", on_click="ignore", icon=":material/table:")
+    display.table_download(diff, "compare_settings", key="compare_settings_csv", label="Settings (CSV)")
 
 
 # ------------------------------------------------------------------------------------------------ page

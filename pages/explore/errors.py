@@ -15,7 +15,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes
 from ui import model_registry as registry
-from ui.display import show_figure
+from ui.display import show_figure, table_download
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.decode import DECODE
@@ -112,7 +112,7 @@ def charts(task: str, analysis: ErrorAnalysis, trained: tuple[int, int] | None) 
         show_figure(fig, chart_filename(task, "errors-tokens"), key="errors_chart_tokens")
 
 
-def failure_table(key: str, analysis: ErrorAnalysis) -> None:
+def failure_table(key: str, task: str, analysis: ErrorAnalysis) -> None:
     st.subheader("Failing inputs")
     if not analysis.failures:
         st.success(f"The model got all {analysis.samples:,} held-out inputs right.", icon=":material/check:")
@@ -133,6 +133,14 @@ def failure_table(key: str, analysis: ErrorAnalysis) -> None:
         "there": st.column_config.TextColumn("Wrong", help="Expected → produced, at the first wrong step"),
     })
     wrong = len(analysis.failures)
+    table_download(pd.DataFrame({"input": [f.source for f in analysis.failures],
+                                 "first wrong step": [f.step + 1 for f in analysis.failures],
+                                 "expected token": [f.expected_piece for f in analysis.failures],
+                                 "produced token": [f.produced_piece for f in analysis.failures],
+                                 "expected": [f.expected for f in analysis.failures],
+                                 "produced": [f.produced for f in analysis.failures]}),
+                   chart_filename(task, "failing-inputs"), key="errors_failures_csv",
+                   label=f"All {wrong:,} failing inputs (CSV)")
     more = f" (the first {SHOWN_FAILURES} of {wrong:,})" if wrong > SHOWN_FAILURES else ""
     st.caption(f"Failing inputs in the order they were drawn{more}. The Decode link opens a new tab; or open one here:")
     pick, go = st.columns([3, 2], vertical_alignment="bottom")
@@ -248,9 +256,8 @@ def position_schemes(view: View) -> None:
                "scheme: a measurement of these four models, not a ranking of the schemes in general.")
     table = pd.DataFrame([{"scheme": scheme, **row} for scheme, report in reports.items() for row in report["lengths"]])
     cells = st.columns(len(files) + 1)
-    cells[0].download_button("Numbers (CSV)", table.to_csv(index=False), key="errors_schemes_csv", mime="text/csv",
-                             file_name=f"{chart_filename('reverse', 'position-schemes')}.csv",
-                             icon=":material/table:", on_click="ignore")
+    with cells[0]:
+        table_download(table, chart_filename("reverse", "position-schemes"), key="errors_schemes_csv")
     for cell, scheme in zip(cells[1:], files):
         if cell.button(f"Make {scheme} active", key=f"errors_open_{scheme}", on_click=registry.open_position_model,
                        args=(scheme,), help="Add it to the model list and use it on every page"):
@@ -279,7 +286,7 @@ def main() -> None:
         st.caption(f"This model's task has only {analysis.samples:,} held-out inputs: all of them are analysed.")
     summary(analysis)
     charts(bundle.task.name, analysis, trained)
-    failure_table(key, analysis)
+    failure_table(key, bundle.task.name, analysis)
     st.divider()
     by_length(view, key, version, bundle)
     st.divider()

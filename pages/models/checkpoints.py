@@ -139,6 +139,7 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
     st.caption("Click a row (or pick below) to see that model's card. Pretrained models ship with the app; "
                "models trained or uploaded here are kept on this server for a while (the sidebar says how long): "
                "download one to keep it for good.")
+    st.caption(f":material/hard_drive: {registry.share_text()}")
 
 
 # ------------------------------------------------------------------------------------------------- card
@@ -200,7 +201,8 @@ def actions(view: View, key: str, entry: registry.ModelEntry, bundle: ModelBundl
     row.button("Remove", icon=":material/delete:", key="ckpt_remove", disabled=entry.origin == "shipped",
                on_click=remove, args=(view, key), width="stretch",
                help="Pretrained models cannot be removed." if entry.origin == "shipped"
-               else "Take this model off this session's list (download it first to keep it).")
+               else "Take this model off this session's list and off the server, unless another session has "
+               "opened it through a link (download it first to keep it).")
 
 
 def card_section(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[str, ModelBundle]:

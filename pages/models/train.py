@@ -12,6 +12,7 @@ from transformer.runs import workers
 from transformer.runs.job import JobLimitError
 from transformer.runs.probe import example_input
 from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS, CustomTask, make_task
 from transformer.tasks.custom import parse_pairs
 from ui import model_registry as registry
@@ -69,7 +70,7 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         text = default_probe(settings, None)
     try:
         runs.launch(runs.new_run(settings, text), steps)
-    except JobLimitError as exc:  # the server's line is full (capacity.QueueFullError)
+    except JobLimitError as exc:  # the server's line is full, or this session's or computer's share of runs
         runs.say("error", f"Cannot start: {exc}.")
         return
     except ValueError as exc:  # settings the library refuses
@@ -79,7 +80,11 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
 
 
 def resume(view: View, run: runs.Run) -> None:
-    run.resume()
+    try:
+        run.resume()
+    except JobLimitError as exc:  # the server's line is full: the run stays paused
+        runs.say("error", f"Cannot resume: {exc}.")
+        return
     view.set("follow", True)
 
 
@@ -87,7 +92,10 @@ def step_clicked(view: View, run: runs.Run | None) -> None:
     """Step N: a paused run runs exactly N more steps; otherwise a new run starts paused and runs N."""
     steps = view.get("step_count")
     if run is not None and run.snapshot().state == "paused":
-        run.step(steps)
+        try:
+            run.step(steps)
+        except JobLimitError as exc:
+            runs.say("error", f"Cannot step: {exc}.")
     else:
         runs.request_start(steps)
 
@@ -129,7 +137,11 @@ def use_model(view: View, run: runs.Run) -> None:
     sidebar picker is drawn before the page)."""
     step = run.snapshot().step
     bundle = run.bundle(model_name(view, run, step))
-    run.added[step] = registry.add_session_model(bundle, "trained")
+    try:
+        run.added[step] = registry.add_session_model(bundle, "trained")
+    except StoreError as exc:
+        runs.say("error", f"“{bundle.name}” was not added: it cannot be kept on this server: {exc}.", "result")
+        return
     runs.say("success", f"“{bundle.name}” is now the active model: every page uses it (see the sidebar).", "result")
 
 

@@ -8,6 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from transformer.store.model_store import StoreError
 from transformer.tasks import CustomTask
 from transformer.training.diagnosis import memorising, preset_pairs
 from ui import animations, display, runs
@@ -187,6 +188,12 @@ def status_line(run: runs.Run, snapshot) -> None:
         st.markdown(queue_line(run))
     elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
         st.markdown(":green[**Starting a training process…**] (a few seconds: it loads the model code first)")
+    elif snapshot.state == "running" and snapshot.parked:
+        st.markdown(":green[**Resuming…**] A new training process is starting from the state the run paused at "
+                    "(a few seconds).")
+    elif snapshot.state == "paused" and snapshot.parked:
+        text = (f"{STATE_LINES['paused']} While it waited, its training process went back to the server for other "
+                f"runs; Resume or Step starts a new one from exactly this step (a few seconds). {text}")
     elif snapshot.state == "error":
         st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
                  "kept: you can still use or download it below.")
@@ -249,7 +256,11 @@ def first_screen(fig, head: int | None):
 
 
 def keep_clicked(run: runs.Run) -> None:
-    key = runs.keep_snapshot(run)
+    try:
+        key = runs.keep_snapshot(run)
+    except StoreError as exc:
+        runs.say("error", f"The weights were not kept: they cannot be kept on this server: {exc}.", "keep")
+        return
     runs.say("success", f"Kept “{registry.entries()[key].label}”: pick it on the Compare page or in the sidebar.",
              "keep")
 
