@@ -318,8 +318,8 @@ def load_average() -> list[float]:
 def serve(port: int, log: str) -> None:
     """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
     fragment run's wall time, CPU time of its thread and page appended to LOG as a JSON line. With
-    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's chart preload (the peer for
-    click_latency's cold start)."""
+    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's chart preload; with AP_BENCH_NO_WARM=1,
+    the server's warm-up (ui/warm.py): the peers of click_latency's cold start."""
     from streamlit.runtime.scriptrunner import script_runner
     from streamlit.web.cli import main as streamlit_cli
 
@@ -336,11 +336,15 @@ def serve(port: int, log: str) -> None:
                 f.write(json.dumps(entry) + "\n")
 
     script_runner.ScriptRunner._run_script = timed_run
+    sys.path.insert(0, str(ROOT))
     if os.environ.get("AP_BENCH_NO_PRELOAD") == "1":
-        sys.path.insert(0, str(ROOT))
         import ui.preload
 
         ui.preload.preload_charts = lambda: None
+    if os.environ.get("AP_BENCH_NO_WARM") == "1":
+        import ui.warm
+
+        ui.warm.warm_up = lambda: None
     os.chdir(ROOT)
     streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
                    "--browser.gatherUsageStats=false"])

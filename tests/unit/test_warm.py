@@ -1,0 +1,69 @@
+"""The server's warm-up (ui/warm.py): it imports what every page imports, fills the caches the home page reads,
+and script runs wait for it to end (two threads importing at once broke plotly's look at a half-imported pandas)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+
+import pytest
+from helpers.repo import needs_reverse
+
+from ui import decodes, warm
+from ui import model_registry as registry
+
+DECODE = decodes.greedy_decode
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """A warm-up state of its own (no warm-up started), and empty decode caches."""
+    monkeypatch.setattr(warm, "_started", threading.Event())
+    monkeypatch.setattr(warm, "_done", threading.Event())
+    decodes.clear()
+    yield
+    decodes.clear()
+
+
+def test_the_page_modules_are_read_from_every_page_script():
+    modules = warm.page_modules()
+    assert {"streamlit", "ui.catalog", "ui.step_player", "ui.panels.train_live", "ui.runs_table"} <= set(modules)
+    assert not [m for m in modules if m.startswith("pages")]
+
+
+@needs_reverse
+def test_the_warm_up_fills_what_the_home_page_reads(fresh, monkeypatch):
+    built = []
+    monkeypatch.setattr(decodes, "greedy_decode", lambda *a, **k: built.append(a) or DECODE(*a, **k))
+    warm.warm_up()
+    assert all(sys.modules.get(name) for name in warm.page_modules())
+    path = registry.shipped_path(registry.DEFAULT_MODEL)
+    bundle = registry.load_file(path)
+    text = bundle.examples()[0]
+    first = decodes.greedy(registry.DEFAULT_MODEL, registry.file_version(path), text)  # the home page's call
+    assert len(built) == 1 and first.output_text == text[::-1]  # decoded once, by the warm-up
+
+
+def test_a_script_run_waits_for_the_warm_up_and_not_without_one(fresh, monkeypatch):
+    started = time.perf_counter()
+    warm.wait()  # none started (AppTest, a bare script): no wait
+    assert time.perf_counter() - started < 0.1
+    ended = []
+    monkeypatch.setattr(warm, "warm_up", lambda: (time.sleep(0.5), ended.append(time.perf_counter())))
+    asyncio.run(_serve_briefly())
+    warm.wait()
+    assert ended and time.perf_counter() >= ended[0]
+
+
+def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):
+    monkeypatch.setattr(warm, "warm_up", lambda: 1 / 0)
+    asyncio.run(_serve_briefly())
+    warm.wait()
+    assert warm._done.is_set()
+
+
+async def _serve_briefly():
+    """A server's start (st.App's lifespan, which starts the warm-up) and stop."""
+    async with warm.lifespan(None):
+        pass

@@ -1,0 +1,87 @@
+"""What a fresh server does before its first browser connects: `streamlit run app.py` starts app.py's `st.App`,
+whose start-up (`lifespan`) runs `warm_up` in a background thread, so that the first visit to a page waits for
+neither torch's import nor its first kernels.
+
+Without it, a fresh server's first script run imported torch (~1 s) and every page's first visit imported its own
+modules and ran its first plotly and torch calls (the decode page's first visit: 2.2 s to its first chart on a
+2-core AVX2 laptop, issue 25); benchmarks/click_latency.py measures both against a server without the warm-up.
+
+Script runs wait for the warm-up to end (`wait`): importing a module in two threads at once is safe for `import`
+statements, which take the module's lock, but not for code that reads sys.modules directly, as plotly does for
+pandas (a script run's first figure met a half-imported pandas: AttributeError).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import logging
+import threading
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+THREAD = "warm-up"
+WAIT_LIMIT = 60.0  # seconds a script run waits for the warm-up at most (it takes 1-3 s)
+
+_started = threading.Event()  # set when the server started a warm-up
+_done = threading.Event()  # set when it ended, however
+
+
+def page_modules() -> list[str]:
+    """Every module app.py and the page scripts import, read from their import statements (the pages
+    themselves cannot be imported: they are scripts that draw)."""
+    from ui.catalog import PAGES
+
+    found: dict[str, None] = {}
+    for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES)]:
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(dict.fromkeys(alias.name for alias in node.names))
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found[node.module] = None
+    return list(found)
+
+
+def warm_up() -> None:
+    """Import torch and every page's modules, then load the default model and decode its first example (torch's
+    first kernels, plotly's first figure), into the caches the pages read. Errors are left to the pages, which
+    report them where they happen."""
+    from ui.runtime import configure_torch
+
+    configure_torch()
+    for name in page_modules():
+        importlib.import_module(name)
+    from ui import decodes, display
+    from ui import model_registry as registry
+
+    path = registry.shipped_path(registry.DEFAULT_MODEL)
+    bundle = registry.load_file(path)
+    result = decodes.greedy(registry.DEFAULT_MODEL, registry.file_version(path), bundle.examples()[0])
+    display.cross_figure(result, 0, None).to_json()
+
+
+def wait() -> None:
+    """Hold a script run until the warm-up has ended (at once where none was started: AppTest, a bare script)."""
+    if _started.is_set():
+        _done.wait(WAIT_LIMIT)
+
+
+@asynccontextmanager
+async def lifespan(app):
+    """st.App's start-up hook: the warm-up runs beside the server, which answers at once."""
+    _started.set()
+    # the model cache's spinner looks for a script run, and says so when there is none: expected here
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: record.threadName != THREAD)
+    threading.Thread(target=_warm_quietly, name=THREAD, daemon=True).start()
+    yield
+
+
+def _warm_quietly() -> None:
+    try:
+        warm_up()
+    except Exception:  # noqa: BLE001 - a failure here shows again, with its message, on the page that meets it
+        pass
+    finally:
+        _done.set()
