@@ -68,7 +68,8 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         view.reset("probe")
         text = default_probe(settings, None)
     try:
-        runs.launch(runs.new_run(settings, text), steps)
+        run = runs.new_run(settings, text)
+        runs.launch(run, steps)
     except JobLimitError as exc:  # the server's line is full (capacity.QueueFullError)
         runs.say("error", f"Cannot start: {exc}.")
         return
@@ -76,6 +77,7 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         runs.say("error", f"Cannot start: {exc}")
         return
     view.set("follow", True)
+    run.await_first_step()
 
 
 def resume(view: View, run: runs.Run) -> None:
