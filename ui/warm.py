@@ -1,12 +1,12 @@
 """What a fresh server does before its first browser connects: `streamlit run app.py` starts app.py's `st.App`,
-whose start-up (`lifespan`) runs `warm_up` in a background thread, so that the first visit to a page waits for
-neither torch's import nor its first kernels.
+whose start-up (`lifespan`) runs `warm_up`, then `warm_later`, in a background thread, so that the first visit to
+a page waits for neither torch's import nor its first kernels.
 
 Without it, a fresh server's first script run imported torch (~1 s) and every page's first visit imported its own
 modules and ran its first plotly and torch calls (the decode page's first visit: 2.2 s to its first chart on a
 2-core AVX2 laptop, issue 25); benchmarks/click_latency.py measures both against a server without the warm-up.
 
-Script runs wait for the warm-up to end (`wait`): importing a module in two threads at once is safe for `import`
+Script runs wait for `warm_up` to end (`wait`): importing a module in two threads at once is safe for `import`
 statements, which take the module's lock, but not for code that reads sys.modules directly, as plotly does for
 pandas (a script run's first figure met a half-imported pandas: AttributeError).
 """
@@ -16,12 +16,15 @@ from __future__ import annotations
 import ast
 import importlib
 import logging
+import os
+import sys
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
+LATER = ("torch._dynamo",)  # what warm_later imports
 WAIT_LIMIT = 60.0  # seconds a script run waits for the warm-up at most (it takes 1-3 s)
 
 _started = threading.Event()  # set when the server started a warm-up
@@ -67,6 +70,16 @@ def wait() -> None:
         _done.wait(WAIT_LIMIT)
 
 
+def warm_later() -> None:
+    """What only the Train page needs, once script runs may go on: its preview builds a Trainer, whose first
+    optimizer imports torch._dynamo (1.2-2.4 s of CPU; a page that needs it meanwhile waits on the import's lock).
+    On Linux this thread first drops to the lowest CPU priority, so page views and the browser come first."""
+    if sys.platform == "linux":  # a nice value there belongs to a thread (elsewhere it would be the process's)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    for name in LATER:
+        importlib.import_module(name)
+
+
 @asynccontextmanager
 async def lifespan(app):
     """st.App's start-up hook: the warm-up runs beside the server, which answers at once."""
@@ -85,3 +98,7 @@ def _warm_quietly() -> None:
         pass
     finally:
         _done.set()
+    try:
+        warm_later()
+    except Exception:  # noqa: BLE001 - as above
+        pass

@@ -4,6 +4,7 @@ and script runs wait for it to end (two threads importing at once broke plotly's
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -18,9 +19,10 @@ DECODE = decodes.greedy_decode
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """A warm-up state of its own (no warm-up started), and empty decode caches."""
+    """A warm-up state of its own (no warm-up started, nothing to import later), and empty decode caches."""
     monkeypatch.setattr(warm, "_started", threading.Event())
     monkeypatch.setattr(warm, "_done", threading.Event())
+    monkeypatch.setattr(warm, "LATER", ())
     decodes.clear()
     yield
     decodes.clear()
@@ -54,6 +56,24 @@ def test_a_script_run_waits_for_the_warm_up_and_not_without_one(fresh, monkeypat
     asyncio.run(_serve_briefly())
     warm.wait()
     assert ended and time.perf_counter() >= ended[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_the_later_warm_up_imports_at_the_lowest_priority(monkeypatch):
+    assert warm.LATER == ("torch._dynamo",)  # what the Train page's first Trainer would import
+    monkeypatch.setattr(warm, "LATER", ("colorsys",))  # a module as quick to import at nice 19 on a busy machine
+    sys.modules.pop("colorsys", None)
+    seen = {}
+
+    def later():
+        warm.warm_later()
+        seen["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    thread = threading.Thread(target=later)
+    thread.start()
+    thread.join()
+    assert seen["nice"] == 19 and "colorsys" in sys.modules
+    assert os.getpriority(os.PRIO_PROCESS, 0) < 19  # the process (its main thread) kept its priority
 
 
 def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):
