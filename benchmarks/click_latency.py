@@ -16,9 +16,11 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   median. Beside it, the click to the end of the script run the move causes (the player tells
                   the server after it has drawn the step), and that run's server time.
 Other processes slow every figure; the machine (timing.machine(): CPU, capability, load) is printed with them.
-`--cpu avx2` caps the server's kernels to AVX2 (a laptop without AVX-512 or native bfloat16).
+`--cpu avx2` caps the server's kernels to AVX2 (a laptop without AVX-512 or native bfloat16); `--throttle 2.5` slows
+the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
     python benchmarks/click_latency.py [--clicks 30] [--rounds 3] [--starts 5] [--peer warm|preload] [--cpu avx2]
+                                       [--throttle 2.5] [--cold-only]
 """
 
 from __future__ import annotations
@@ -91,14 +93,23 @@ VISIT_JS = """async (name) => {
 }"""
 
 
-def cold_start(browser, peer: str | None = None) -> dict:
+def open_page(browser, throttle: float):
+    """A new page at 1440x900; `throttle` > 1 slows its renderer that many times (DevTools' CPU throttling: a
+    stand-in for a slower laptop's browser, where the server's side is --cpu's)."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    if throttle > 1:
+        page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": throttle})
+    return page
+
+
+def cold_start(browser, throttle: float, peer: str | None = None) -> dict:
     """Launch a server (without what `peer` names) and, as soon as it answers, open the home page; ms until its
     first chart is drawn. Then, on the real app only, each other page's first visit."""
     t0 = time.perf_counter()
     server = AppServer(timed=True, env={PEERS[peer]: "1"} if peer else None)
     try:
         healthy = time.perf_counter()
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page = open_page(browser, throttle)
         page.goto(server.url)
         page.wait_for_selector(CHART, timeout=60_000)
         drawn = time.perf_counter()
@@ -167,6 +178,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=5, help="cold starts, each on a new server")
     parser.add_argument("--peer", choices=tuple(PEERS), default="warm", help="what the peer's server leaves out")
     parser.add_argument("--cold-only", action="store_true", help="cold starts and first visits only")
+    parser.add_argument("--throttle", type=float, default=1.0, help="slow the browser's pages this many times")
     add_cpu_argument(parser)
     args = parser.parse_args()
     if missing := chromium_missing():
@@ -174,14 +186,15 @@ def main() -> None:
         return
     from playwright.sync_api import sync_playwright
 
-    out: dict = {"benchmark": "click_latency", "targets": TARGETS, "cpu": args.cpu, "load_avg_before": load_average()}
+    out: dict = {"benchmark": "click_latency", "targets": TARGETS, "cpu": args.cpu, "browser_throttle": args.throttle,
+                 "load_avg_before": load_average()}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         browser.new_page().close()  # Chromium's own start is not the app's
         starts = {None: [], args.peer: []}
         for _ in range(args.starts):  # in turn, so that other load hits both alike
             for peer in starts:
-                starts[peer].append(cold_start(browser, peer))
+                starts[peer].append(cold_start(browser, args.throttle, peer))
         out["cold_start_ms"] = {"runs": starts[None], "median": statistics.median(s["ms"] for s in starts[None])}
         out[f"cold_start_without_{args.peer}_ms"] = {"runs": starts[args.peer],
                                                       "median": statistics.median(s["ms"] for s in starts[args.peer])}
@@ -189,7 +202,7 @@ def main() -> None:
         out["first_visit_ms"] = {path: percentiles([v[path] for v in visits]) for path in visits[0]}
         server = None if args.cold_only else AppServer(timed=True)
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 900}) if server else None
+            page = open_page(browser, args.throttle) if server else None
             if page is None:
                 return finish(out, args.cpu)
             page.goto(server.url)

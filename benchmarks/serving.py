@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +182,33 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@contextmanager
+def chromium_here(playwright):
+    """A headless Chromium started by this process, in its session, and Playwright's browser connected to it over
+    the DevTools protocol (loopback). Playwright's own launch starts Chromium in a session of its own: on Linux a
+    scheduling group (autogroup) apart from the server and its workers, which then share the CPU with it group
+    against group, whatever their nice values. Started here, it shares this session's group with the servers this
+    process starts, and competes with them thread by thread, as every program does on macOS and Windows."""
+    folder = Path(tempfile.mkdtemp(prefix="ap-bench-chromium-"))
+    log = folder / "stderr.log"
+    proc = subprocess.Popen([CHROMIUM, "--headless=new", "--remote-debugging-address=127.0.0.1",
+                             "--remote-debugging-port=0", f"--user-data-dir={folder / 'profile'}", *CHROMIUM_ARGS,
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        found = wait_until(lambda: [line for line in log.read_text().splitlines()
+                                    if line.startswith("DevTools listening on ")], 60, "Chromium's DevTools port")
+        browser = playwright.chromium.connect_over_cdp(found[0].split(" on ", 1)[1].strip())
+        yield browser
+        browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def chromium_missing() -> str | None:

@@ -5,8 +5,9 @@ Each round, in turn (so that load on the machine hits every case alike):
   cli        `python -m transformer train --task T --target-accuracy BAR` (the preset, seed 0): its summary's
              seconds (training with its evaluations: what the CLI calls its training time) and its wall time.
   page@N     a fresh server with AP_WORKER_NICE=N (for each N of --nice), Chromium on the same cores (as on a
-             laptop): open /train?task=T, wait until the spare worker the page starts has done its imports (a
-             learner reading the page), click Start. Timed in the page (every 20 ms, textContent only: no forced
+             laptop; --browser-group says how it shares them: serving.chromium_here): open /train?task=T, wait
+             until the spare worker the page starts has done its imports (a learner reading the page), click
+             Start. Timed in the page (every 20 ms, textContent only: no forced
              layouts): the first status line after the click, the first progress line that shows a step done
              (`Step N of`, N >= 1), and "Finished:". Its training rate: steps from the first step shown to the
              end, over that time. Meanwhile, every 0.5 s, the cores used by the worker, the server, Chromium and
@@ -19,7 +20,7 @@ Figures (medians over rounds): page start_to_finished_s / the CLI's seconds (tar
 trains N steps without the early stop instead (a longer, steadier rate for item 4).
 
     python benchmarks/train_page.py [--task reverse] [--rounds 3] [--nice 0,10] [--fixed-steps N] [--cpu avx2]
-                                    [--no-bare] [--cpus 1]
+                                    [--browser-group shared|own] [--no-bare]
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 use_cpu_kind()
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, ROOT, AppServer, CpuMeter, chromium_missing, cpu_seconds, wait_idle, wait_until,
+    CHROMIUM, CHROMIUM_ARGS, ROOT, AppServer, CpuMeter, chromium_here, chromium_missing, cpu_seconds, wait_idle,
+    wait_until,
 )
 
 TARGETS = {"start_to_finished_over_cli": 1.5, "first_step_ms": 1000, "page_rate_over_bare": 0.8}
@@ -189,6 +191,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--no-bare", action="store_true", help="skip the runs without a browser")
+    parser.add_argument("--browser-group", choices=("shared", "own"), default="shared",
+                        help="shared: Chromium competes with the server and its workers thread by thread (macOS, "
+                             "Windows); own: in a Linux scheduling group of its own (a Linux desktop's browser)")
     add_cpu_argument(parser)
     args = parser.parse_args()
     if missing := chromium_missing():
@@ -199,8 +204,8 @@ def main() -> None:
     nices = [int(n) for n in args.nice.split(",") if n.strip()]
     target = preset_target(args.task)
     rounds = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with sync_playwright() as p, (chromium_here(p) if args.browser_group == "shared" else
+                                  p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)) as browser:
         browser.new_page().close()
         for _ in range(args.rounds):
             result = {"cli": cli_run(args.task, target, args.fixed_steps, args.seed)}
@@ -210,9 +215,9 @@ def main() -> None:
                     result[f"bare@{nice}"] = bare_run(args.task, nice, args.fixed_steps, args.timeout)
             rounds.append(result)
             print(json.dumps(result), file=sys.stderr, flush=True)
-        browser.close()
-    print(json.dumps({"benchmark": "train_page", "task": args.task, "target": target, "fixed_steps": args.fixed_steps,
-                      "targets": TARGETS, "summary": summarise(rounds, nices), "rounds": rounds,
+    print(json.dumps({"benchmark": "train_page", "task": args.task, "browser_group": args.browser_group,
+                      "target": target, "fixed_steps": args.fixed_steps, "targets": TARGETS,
+                      "summary": summarise(rounds, nices), "rounds": rounds,
                       "machine": machine(torch_threads=1)}))
 
 
