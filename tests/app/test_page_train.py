@@ -496,10 +496,10 @@ def test_the_page_keeps_a_spare_worker_that_the_next_run_adopts(train_page):
     assert workers.spare_pid() is None and again not in child_pids()
 
 
-def test_workers_run_at_a_lower_cpu_priority_than_the_server(monkeypatch):
+def test_workers_run_at_the_cpu_priority_the_setting_says(monkeypatch):
     workers.end_spare()
     own = os.getpriority(os.PRIO_PROCESS, 0)
-    for setting, expected in ((None, 10), ("0", 0), ("3", 3)):
+    for setting, expected in ((None, 0), ("10", 10), ("3", 3)):
         if setting is None:
             monkeypatch.delenv("AP_WORKER_NICE", raising=False)
         else:
