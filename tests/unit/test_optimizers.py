@@ -1,5 +1,6 @@
 """TrainConfig.optimizer: adam, adamw and muon (Muon for the hidden matrices, Adam for the rest) are
-deterministic for a seed and lower the loss; muon splits the parameters as documented. Adam's betas, the
+deterministic for a seed and lower the loss; muon splits the parameters as documented, and BatchedMuon updates as
+torch.optim.Muon does (bit for bit in its bfloat16; in float32 within bfloat16's rounding). Adam's betas, the
 cosine schedule and ModelConfig.init "identity" do what they say."""
 
 from __future__ import annotations
