@@ -44,7 +44,7 @@ KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapsh
 MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
 POLL_SECONDS = 0.75  # live view refresh while training runs: its progress and metrics
 CHART_SECONDS = 1.5  # and its charts (curves, probe)
-FIRST_STEP_WAIT = 1.0  # seconds Start waits for the run's first step before drawing the live view (a warm worker
+FIRST_STEP_WAIT = 0.5  # seconds Start waits for the run's first step before drawing the live view (a warm worker
 # takes 0.2-0.3 s; without one, the view says the training process is starting)
 LIVE = ("running", "paused", "queued")  # a run in these states is its session's live run
 POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)

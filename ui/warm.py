@@ -71,13 +71,26 @@ def wait() -> None:
 
 
 def warm_later() -> None:
-    """What only the Train page needs, once script runs may go on: its preview builds a Trainer, whose first
-    optimizer imports torch._dynamo (1.2-2.4 s of CPU; a page that needs it meanwhile waits on the import's lock).
+    """What pages need beyond the home page, once script runs may go on: the Train page's preview builds a
+    Trainer, whose first optimizer imports torch._dynamo (1.2-2.4 s of CPU; a page that needs it meanwhile waits on
+    the import's lock), and the "Where it fails" page analyses 1,000 held-out inputs of the default model (~1 s).
     On Linux this thread first drops to the lowest CPU priority, so page views and the browser come first."""
     if sys.platform == "linux":  # a nice value there belongs to a thread (elsewhere it would be the process's)
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     for name in LATER:
         importlib.import_module(name)
+    warm_errors()
+
+
+def warm_errors() -> None:
+    """The "Where it fails" page's analysis of the default model, in its default view, into the decode cache."""
+    from ui import decodes
+    from ui import model_registry as registry
+    from ui.tables.errors import ERRORS
+
+    path = registry.shipped_path(registry.DEFAULT_MODEL)
+    decodes.errors(registry.DEFAULT_MODEL, registry.file_version(path), ERRORS.by_name["samples"].default,
+                   ERRORS.by_name["seed"].default)
 
 
 @asynccontextmanager

@@ -19,10 +19,10 @@ DECODE = decodes.greedy_decode
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """A warm-up state of its own (no warm-up started, nothing to import later), and empty decode caches."""
+    """A warm-up state of its own (no warm-up started, nothing to do later), and empty decode caches."""
     monkeypatch.setattr(warm, "_started", threading.Event())
     monkeypatch.setattr(warm, "_done", threading.Event())
-    monkeypatch.setattr(warm, "LATER", ())
+    monkeypatch.setattr(warm, "warm_later", lambda: None)
     decodes.clear()
     yield
     decodes.clear()
@@ -59,11 +59,13 @@ def test_a_script_run_waits_for_the_warm_up_and_not_without_one(fresh, monkeypat
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
-def test_the_later_warm_up_imports_at_the_lowest_priority(monkeypatch):
+def test_the_later_warm_up_works_at_the_lowest_priority(monkeypatch):
     assert warm.LATER == ("torch._dynamo",)  # what the Train page's first Trainer would import
     monkeypatch.setattr(warm, "LATER", ("colorsys",))  # a module as quick to import at nice 19 on a busy machine
     sys.modules.pop("colorsys", None)
     seen = {}
+    monkeypatch.setattr(warm, "warm_errors", lambda: seen.setdefault("errors_nice", os.getpriority(
+        os.PRIO_PROCESS, threading.get_native_id())))
 
     def later():
         warm.warm_later()
@@ -72,7 +74,7 @@ def test_the_later_warm_up_imports_at_the_lowest_priority(monkeypatch):
     thread = threading.Thread(target=later)
     thread.start()
     thread.join()
-    assert seen["nice"] == 19 and "colorsys" in sys.modules
+    assert seen["nice"] == seen["errors_nice"] == 19 and "colorsys" in sys.modules
     assert os.getpriority(os.PRIO_PROCESS, 0) < 19  # the process (its main thread) kept its priority
 
 
