@@ -8,7 +8,7 @@ modules and ran its first plotly and torch calls (the decode page's first visit:
 
 Script runs wait for `warm_up` to end (`wait`): importing a module in two threads at once is safe for `import`
 statements, which take the module's lock, but not for code that reads sys.modules directly, as plotly does for
-pandas (a script run's first figure met a half-imported pandas: AttributeError).
+pandas (a script run's first figure met a half-imported pandas: AttributeError), so `warm_up` imports pandas.
 """
 
 from __future__ import annotations
@@ -31,30 +31,41 @@ _started = threading.Event()  # set when the server started a warm-up
 _done = threading.Event()  # set when it ended, however
 
 
-def page_modules() -> list[str]:
-    """Every module app.py and the page scripts import, read from their import statements (the pages
-    themselves cannot be imported: they are scripts that draw)."""
+def page_modules(home_only: bool = False) -> list[str]:
+    """Every module app.py and the page scripts (or the home page's only) import, read from their import
+    statements (the pages themselves cannot be imported: they are scripts that draw): `import a.b` gives a.b,
+    `from a import b, c` gives a, a.b and a.c, of which `load` imports those that are modules."""
     from ui.catalog import PAGES
 
     found: dict[str, None] = {}
-    for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES)]:
+    for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES[:1 if home_only else None])]:
         for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(dict.fromkeys(alias.name for alias in node.names))
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found[node.module] = None
+                found.update(dict.fromkeys([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]))
     return list(found)
 
 
+def load(names: list[str]) -> None:
+    """Import each of `names` that is a module (a name a `from` statement imports may be a class or function)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a module that is there, missing one it needs: the page will say so
+                raise
+
+
 def warm_up() -> None:
-    """Import torch and every page's modules, then load the default model and decode its first example (torch's
-    first kernels, plotly's first figure), into the caches the pages read. Errors are left to the pages, which
-    report them where they happen."""
+    """What the home page needs: torch and the home page's modules (and pandas, which plotly reads from sys.modules
+    without importing it), then the default model and a decode of its first example (torch's first kernels,
+    plotly's first figure), into the caches the page reads. Errors are left to the pages, which report them where
+    they happen."""
     from ui.runtime import configure_torch
 
     configure_torch()
-    for name in page_modules():
-        importlib.import_module(name)
+    load([*page_modules(home_only=True), "pandas"])
     from ui import decodes, display
     from ui import model_registry as registry
 
@@ -71,14 +82,13 @@ def wait() -> None:
 
 
 def warm_later() -> None:
-    """What pages need beyond the home page, once script runs may go on: the Train page's preview builds a
-    Trainer, whose first optimizer imports torch._dynamo (1.2-2.4 s of CPU; a page that needs it meanwhile waits on
-    the import's lock), and the "Where it fails" page analyses 1,000 held-out inputs of the default model (~1 s).
-    On Linux this thread first drops to the lowest CPU priority, so page views and the browser come first."""
+    """What the other pages need, once script runs may go on (a page that imports a module meanwhile waits on
+    that import's lock): their modules; the Train page's preview builds a Trainer, whose first optimizer imports
+    torch._dynamo (1.2-2.4 s of CPU); the "Where it fails" page analyses 1,000 held-out inputs of the default model
+    (~1 s). On Linux this thread first drops to the lowest CPU priority, so page views and the browser come first."""
     if sys.platform == "linux":  # a nice value there belongs to a thread (elsewhere it would be the process's)
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    for name in LATER:
-        importlib.import_module(name)
+    load([*page_modules(), *LATER])
     warm_errors()
 
 
