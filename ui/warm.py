@@ -4,7 +4,7 @@ a page waits for neither torch's import nor its first kernels.
 
 Without it, a fresh server's first script run imported torch (~1 s) and every page's first visit imported its own
 modules and ran its first plotly and torch calls (the decode page's first visit: 2.2 s to its first chart on a
-2-core AVX2 laptop, issue 25); benchmarks/click_latency.py measures both against a server without the warm-up.
+2-core AVX2 machine, issue 25); benchmarks/click_latency.py measures both against a server without the warm-up.
 
 Script runs wait for `warm_up` to end (`wait`): importing a module in two threads at once is safe for `import`
 statements, which take the module's lock, but not for code that reads sys.modules directly, as plotly does for
