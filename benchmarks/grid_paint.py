@@ -52,6 +52,7 @@ from transformer.network.decoding import greedy_decode, teacher_forced  # noqa: 
 from transformer.charts.export import browser_path  # noqa: E402
 from transformer.network.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
+from serving import end_process  # noqa: E402
 from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, D_MODEL = 3, 8, 128
@@ -154,11 +155,7 @@ def streamlit_server(app_root: Path):
                 time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        end_process(proc, 10)
 
 
 def live_app(browser, app_root: Path) -> dict:

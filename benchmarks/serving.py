@@ -127,13 +127,7 @@ class AppServer:
     def stop(self) -> dict:
         """Stop the server (SIGTERM, then SIGKILL after 15 s) and say whether its workers ended with it."""
         workers = self.children()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         deadline = time.monotonic() + 15
         while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -203,9 +197,15 @@ def chromium_here(playwright):
         yield browser
         browser.close()
     finally:
+        end_process(proc)
+
+
+def end_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """End a process this script started: SIGTERM, then SIGKILL after `grace` seconds; reaped either way."""
+    if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(15)
+            proc.wait(grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
