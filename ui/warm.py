@@ -14,6 +14,7 @@ pandas (a script run's first figure met a half-imported pandas: AttributeError),
 from __future__ import annotations
 
 import ast
+import gc
 import importlib
 import logging
 import os
@@ -90,6 +91,7 @@ def warm_later() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     load([*page_modules(), *LATER])
     warm_errors()
+    gc.freeze()  # as ui/runtime.py does after the first imports: these too stay out of full collections
 
 
 def warm_errors() -> None:
