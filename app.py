@@ -1,6 +1,5 @@
-"""Attention Playground: entry point. `streamlit run app.py` imports this file as its server (`app`, an st.App whose
-start-up warms what the first pages need: ui/warm.py), then runs it, as `__main__`, for every page view: page
-config, navigation, and the shared sidebar (active model)."""
+"""Attention Playground: entry point. Page config, navigation, and the shared sidebar (active model); once the first
+page is drawn, the server warms what the other pages need (ui/warm.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +7,20 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import warm
+from ui.catalog import PAGES
+from ui.preload import preload_charts
+
 # The favicon is Material Symbols' "hub" as a bundled file (assets/icons/; sent inline as a data: URL). With
 # page_icon=":material/hub:" the browser fetched it from fonts.gstatic.com on every script run: offline, it failed.
 FAVICON = Path(__file__).resolve().parent / "assets" / "icons" / "hub.svg"
 
 
 def main() -> None:
-    from ui import warm
-    from ui.catalog import PAGES
-    from ui.preload import preload_charts
-
     st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
-    preload_charts()  # the browser loads the chart code while the server finishes its warm-up
-    warm.wait()
+    preload_charts()
 
-    from ui.runtime import configure_torch
+    from ui.runtime import configure_torch  # torch's import takes a second; the browser works meanwhile
 
     configure_torch()
 
@@ -40,9 +38,6 @@ def main() -> None:
     page.run()
 
 
-if __name__ == "__main__":  # a page view (Streamlit and AppTest run the script as __main__)
+with warm.page_view():
     main()
-else:  # `streamlit run app.py` imports it to serve it
-    from ui.warm import lifespan
-
-    app = st.App(__file__, lifespan=lifespan)
+warm.start()

@@ -369,10 +369,10 @@ def serve(port: int, log: str) -> None:
         import ui.preload
 
         ui.preload.preload_charts = lambda: None
-    if os.environ.get("AP_BENCH_NO_WARM") == "1":  # app.py's st.App starts nothing: a server as before ui/warm.py
+    if os.environ.get("AP_BENCH_NO_WARM") == "1":  # a server as before ui/warm.py
         import ui.warm
 
-        ui.warm.lifespan = None  # st.App without a start-up hook
+        ui.warm.start = lambda: None
     os.chdir(ROOT)
     streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
                    "--browser.gatherUsageStats=false"])

@@ -1,14 +1,17 @@
-"""What a fresh server does before its first browser connects: `streamlit run app.py` starts app.py's `st.App`,
-whose start-up (`lifespan`) runs `warm_up`, then `warm_later`, in a background thread, so that the first visit to
-a page waits for neither torch's import nor its first kernels.
+"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules, the
+`torch._dynamo` the Train page's first Trainer imports (1.2-2.4 s of CPU) and the default model's error analysis
+(the "Where it fails" page's first visit, ~1 s). Without it each page's first visit did its own (the Train page's:
+1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py measures first
+visits against a server without it.
 
-Without it, a fresh server's first script run imported torch (~1 s) and every page's first visit imported its own
-modules and ran its first plotly and torch calls (the decode page's first visit: 2.2 s to its first chart on a
-2-core AVX2 machine, issue 25); benchmarks/click_latency.py measures both against a server without the warm-up.
+Not before the first page: on two cores a browser's own start-up keeps both busy, so a warm-up beside it took as
+long as it saved (the home page's first chart came 0.5 s later with torch imported ahead, docs/MEASUREMENTS.md).
 
-Script runs wait for `warm_up` to end (`wait`): importing a module in two threads at once is safe for `import`
-statements, which take the module's lock, but not for code that reads sys.modules directly, as plotly does for
-pandas (a script run's first figure met a half-imported pandas: AttributeError), so `warm_up` imports pandas.
+Page views and the warm-up take turns over pandas (`page_view`): two threads may import a module at once through
+`import` statements, which take the module's lock, but plotly reads pandas from sys.modules without importing it,
+and a page view's first figure met a half-imported pandas (AttributeError). So pandas is imported while no page view
+runs, and page views that begin meanwhile wait for it (~0.3 s). A fragment's run does not wait: right after a fresh
+server's first page none is polling.
 """
 
 from __future__ import annotations
@@ -17,29 +20,32 @@ import ast
 import gc
 import importlib
 import logging
-import os
-import sys
 import threading
-from contextlib import asynccontextmanager
+from contextlib import contextmanager
 from pathlib import Path
+
+import streamlit as st
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
-LATER = ("torch._dynamo",)  # what warm_later imports
-WAIT_LIMIT = 60.0  # seconds a script run waits for the warm-up at most (it takes 1-3 s)
+ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
+LATER = ("torch._dynamo",)  # imported after the pages' modules
+WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 
-_started = threading.Event()  # set when the server started a warm-up
-_done = threading.Event()  # set when it ended, however
+_turns = threading.Condition()  # guards the three below
+_views = 0  # page views under way
+_importing = False  # the warm-up imports ALONE
+_started = False  # once per server
 
 
-def page_modules(home_only: bool = False) -> list[str]:
-    """Every module app.py and the page scripts (or the home page's only) import, read from their import
-    statements (the pages themselves cannot be imported: they are scripts that draw): `import a.b` gives a.b,
-    `from a import b, c` gives a, a.b and a.c, of which `load` imports those that are modules."""
+def page_modules() -> list[str]:
+    """Every module app.py and the page scripts import, read from their import statements (the pages themselves
+    cannot be imported: they are scripts that draw): `import a.b` gives a.b, `from a import b, c` gives a, a.b and
+    a.c, of which `load` imports those that are modules."""
     from ui.catalog import PAGES
 
     found: dict[str, None] = {}
-    for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES[:1 if home_only else None])]:
+    for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES)]:
         for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(dict.fromkeys(alias.name for alias in node.names))
@@ -58,37 +64,48 @@ def load(names: list[str]) -> None:
                 raise
 
 
+@contextmanager
+def page_view():
+    """Around a page view (app.py's script run): it waits while the warm-up imports ALONE, which waits for the views
+    under way."""
+    global _views
+    with _turns:
+        _turns.wait_for(lambda: not _importing, WAIT_LIMIT)
+        _views += 1
+    try:
+        yield
+    finally:
+        with _turns:
+            _views -= 1
+            _turns.notify_all()
+
+
+def start() -> None:
+    """Start the warm-up in a thread of its own, once per server; not under AppTest (its tests keep their caches)."""
+    global _started
+    with _turns:
+        if _started or st.get_option("global.appTest"):
+            return
+        _started = True
+    # the model cache's spinner looks for a script run, and says so when there is none: expected here
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: record.threadName != THREAD)
+    threading.Thread(target=_warm_quietly, name=THREAD, daemon=True).start()
+
+
 def warm_up() -> None:
-    """What the home page needs: torch and the home page's modules (and pandas, which plotly reads from sys.modules
-    without importing it), then the default model and a decode of its first example (torch's first kernels,
-    plotly's first figure), into the caches the page reads. Errors are left to the pages, which report them where
-    they happen."""
-    from ui.runtime import configure_torch
-
-    configure_torch()
-    load([*page_modules(home_only=True), "pandas"])
-    from ui import decodes, display
-    from ui import model_registry as registry
-
-    path = registry.shipped_path(registry.DEFAULT_MODEL)
-    bundle = registry.load_file(path)
-    result = decodes.greedy(registry.DEFAULT_MODEL, registry.file_version(path), bundle.examples()[0])
-    display.cross_figure(result, 0, None).to_json()
-
-
-def wait() -> None:
-    """Hold a script run until the warm-up has ended (at once where none was started: AppTest, a bare script)."""
-    if _started.is_set():
-        _done.wait(WAIT_LIMIT)
-
-
-def warm_later() -> None:
-    """What the other pages need, once script runs may go on (a page that imports a module meanwhile waits on
-    that import's lock): their modules; the Train page's preview builds a Trainer, whose first optimizer imports
-    torch._dynamo (1.2-2.4 s of CPU); the "Where it fails" page analyses 1,000 held-out inputs of the default model
-    (~1 s). On Linux this thread first drops to the lowest CPU priority, so page views and the browser come first."""
-    if sys.platform == "linux":  # a nice value there belongs to a thread (elsewhere it would be the process's)
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    """ALONE between page views, then every page's modules and LATER, then the default model's error analysis in the
+    "Where it fails" page's default view, into the caches the pages read."""
+    global _importing
+    with _turns:
+        _turns.wait_for(lambda: _views == 0)
+        _importing = True
+    try:
+        load(list(ALONE))
+    finally:
+        with _turns:
+            _importing = False
+            _turns.notify_all()
     load([*page_modules(), *LATER])
     warm_errors()
     gc.freeze()  # as ui/runtime.py does after the first imports: these too stay out of full collections
@@ -105,25 +122,8 @@ def warm_errors() -> None:
                    ERRORS.by_name["seed"].default)
 
 
-@asynccontextmanager
-async def lifespan(app):
-    """st.App's start-up hook: the warm-up runs beside the server, which answers at once."""
-    _started.set()
-    # the model cache's spinner looks for a script run, and says so when there is none: expected here
-    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
-        lambda record: record.threadName != THREAD)
-    threading.Thread(target=_warm_quietly, name=THREAD, daemon=True).start()
-    yield
-
-
 def _warm_quietly() -> None:
     try:
         warm_up()
     except Exception:  # noqa: BLE001 - a failure here shows again, with its message, on the page that meets it
-        pass
-    finally:
-        _done.set()
-    try:
-        warm_later()
-    except Exception:  # noqa: BLE001 - as above
         pass
