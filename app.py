@@ -1,4 +1,5 @@
-"""Attention Playground: entry point. Page config, navigation, and the shared sidebar (active model)."""
+"""Attention Playground: entry point. Page config, navigation, and the shared sidebar (active model); once the first
+page is drawn, the server warms what the other pages need (ui/warm.py)."""
 
 from __future__ import annotations
 
@@ -6,28 +7,37 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import warm
 from ui.catalog import PAGES
 from ui.preload import preload_charts
 
 # The favicon is Material Symbols' "hub" as a bundled file (assets/icons/; sent inline as a data: URL). With
 # page_icon=":material/hub:" the browser fetched it from fonts.gstatic.com on every script run: offline, it failed.
 FAVICON = Path(__file__).resolve().parent / "assets" / "icons" / "hub.svg"
-st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
-preload_charts()
 
-from ui.runtime import configure_torch  # noqa: E402  (torch's import takes a second; the browser works meanwhile)
 
-configure_torch()
+def main() -> None:
+    st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
+    preload_charts()
 
-navigation: dict[str, list] = {}
-for info in PAGES:
-    where = {"url_path": info.url_path} if info.url_path else {"default": True}
-    navigation.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
-page = st.navigation(navigation)
+    from ui.runtime import configure_torch  # torch's import takes a second; the browser works meanwhile
 
-from ui.sidebar import render_sidebar  # noqa: E402  (after set_page_config)
-from ui.tables import for_page  # noqa: E402
+    configure_torch()
 
-for_page(page.url_path).view().adopt_link()  # before the sidebar, whose model picker a link may set
-render_sidebar()
-page.run()
+    navigation: dict[str, list] = {}
+    for info in PAGES:
+        where = {"url_path": info.url_path} if info.url_path else {"default": True}
+        navigation.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
+    page = st.navigation(navigation)
+
+    from ui.sidebar import render_sidebar  # after set_page_config
+    from ui.tables import for_page
+
+    for_page(page.url_path).view().adopt_link()  # before the sidebar, whose model picker a link may set
+    render_sidebar()
+    page.run()
+
+
+with warm.page_view():
+    main()
+warm.start()

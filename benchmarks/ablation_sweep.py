@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
+import torch  # noqa: E402
 
 from transformer.analysis import ablation  # noqa: E402
 from transformer.store.checkpoints import load_bundle  # noqa: E402
@@ -67,6 +71,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
+    add_cpu_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bundle = load_bundle(args.checkpoint)
@@ -83,7 +88,7 @@ def main() -> None:
         "speedup": round(peer_time["wall_s"] / ours_time["wall_s"], 2),
         "same_exact_match_every_head": all(abs(ours[k] - peer[k]) < 1e-9 for k in peer),
         "target_s": TARGET_S, "within_target": ours_time["wall_s"] <= TARGET_S,
-        "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+        "machine": machine(),
     }, indent=2))
 
 

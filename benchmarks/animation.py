@@ -21,6 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
 
 import torch  # noqa: E402
 
@@ -36,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
+    add_cpu_argument(parser)
     args = parser.parse_args()
     ok, why = image_export_available()
     if not ok:
@@ -66,7 +72,7 @@ def main() -> None:
         start = time.perf_counter()
         animation.encode(frames, fmt, 4)
         out[f"{fmt}_encode_only_s"] = round(time.perf_counter() - start, 2)
-    out["load_after"] = os.getloadavg()[0]
+    out["machine"] = machine()
     shutdown()
     print(json.dumps(out, indent=1))
 

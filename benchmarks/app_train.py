@@ -1,6 +1,7 @@
-"""How long does pressing Start on the Train page take to reach 99% held-out exact match on `reverse`? Prints JSON.
+"""How long does pressing Start on the Train page take to reach the task's bar (`reverse`: 99% held-out exact
+match)? Prints JSON. benchmarks/train_page.py times the real page in Chromium; this one, the page's code alone.
 
-Drives the page's own code path (ui/runs.py): the page's default settings, its run (runs.new_run: a
+Drives the page's own code path (ui/runs.py): the page's default settings (the task's preset), its run (runs.new_run: a
 ProcessJob, the run in a worker process of its own) with the page's probe (greedy decode + cross-attention
 every PROBE_EVERY steps, in the worker), and, every POLL_SECONDS as the page's live fragment does, a
 snapshot, a heartbeat and the live figures (built through the page's FigureCache, then serialised as
@@ -19,17 +20,15 @@ Seconds are wall time from pressing Start (new_run + start, as the page's callba
 can see "finished" with "target reached" (confirmed on confirm_samples held-out pairs), observed every
 20 ms. Other processes on the machine slow every figure; load_avg is reported.
 
-    python benchmarks/app_train.py [--modes process,warm,thread] [--repeats 2] [--timeout 180]
-                                   [--threads 1] [--no-peer] [--no-clicks]
+    python benchmarks/app_train.py [--task reverse] [--modes process,warm,thread] [--repeats 2] [--timeout 180]
+                                   [--threads 1] [--fixed-steps N] [--no-peer] [--no-clicks] [--cpu avx2]
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
-import platform
+import json
 import statistics
 import sys
 import threading
@@ -38,16 +37,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
 
 from ui.runtime import configure_torch  # noqa: E402  (after the sys.path insert)
 
 configure_torch()
 
 import plotly.io as pio  # noqa: E402  (after configure_torch)
-import torch  # noqa: E402
 
 from ui import runs  # noqa: E402
-from ui.run_settings import RunSettings  # noqa: E402
+from ui.run_settings import MODEL_DEFAULTS_ALL, RunSettings  # noqa: E402
 from ui.tables.train import ALL_HEADS, TRAIN  # noqa: E402
 from transformer.charts.training import curves_figure, progress  # noqa: E402
 from transformer.runs import workers  # noqa: E402
@@ -55,9 +58,18 @@ from transformer.runs.job import TRAINING_THREADS  # noqa: E402
 from transformer.runs.thread_job import TrainingJob  # noqa: E402
 from transformer.runs.probe import Probe, example_input  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
+from transformer.training.presets import PRESETS  # noqa: E402
 from transformer.training.trainer import Trainer  # noqa: E402
 
 MODES = ("process", "warm", "thread", "warm2")
+
+
+def page_settings(task: str, fixed_steps: int | None = None) -> RunSettings:
+    """What the Train page trains when `task` is picked and Start pressed: its preset, stopping at its bar (or
+    `fixed_steps` steps with no early stop)."""
+    preset = PRESETS[task]
+    train = preset.train_config(**({"steps": fixed_steps} if fixed_steps else {}))
+    return RunSettings(train, {**MODEL_DEFAULTS_ALL, **preset.model}, None if fixed_steps else preset.target)
 
 
 def poll(run: runs.Run, cache: runs.FigureCache) -> None:
@@ -103,9 +115,12 @@ def summary(snapshot, wall: float | None, total: float) -> dict:
 
 
 def watch(run: runs.Run, start: float, seen: dict, done: threading.Event) -> None:
-    """Note when the page could first see the run ended (every 20 ms: finer than the page's polls)."""
+    """Note when the page could first see a step done and the run ended (every 20 ms: finer than its polls)."""
     while not done.is_set():
-        if run.snapshot().state not in ("running", "queued", "idle"):
+        snapshot = run.snapshot()
+        if snapshot.step and "first_step" not in seen:
+            seen["first_step"], seen["first_step_at"] = snapshot.step, time.perf_counter() - start
+        if snapshot.state not in ("running", "queued", "idle"):
             seen["ended"] = time.perf_counter() - start
             return
         time.sleep(0.02)
@@ -160,7 +175,12 @@ def run_app(mode: str, settings: RunSettings, timeout: float) -> dict:
     watcher.join()
     run.stop()
     run.job.join()
-    return {"mode": mode, **summary(run.snapshot(), seen.get("ended"), total), **warm_up,
+    snapshot, first = run.snapshot(), seen.get("first_step_at")
+    rate = None if first is None or "ended" not in seen else \
+        (snapshot.step - seen["first_step"]) / (seen["ended"] - first)
+    return {"mode": mode, **summary(snapshot, seen.get("ended"), total), **warm_up,
+            "first_step_s": None if first is None else round(first, 2),
+            "steps_per_s_after_first": None if rate is None else round(rate, 1),
             "probes": len(run.snapshot().probes), "polls": len(poll_ms),
             "poll_ms_median": round(statistics.median(poll_ms), 1) if poll_ms else None,
             "poll_ms_max": round(max(poll_ms), 1) if poll_ms else None}
@@ -228,14 +248,15 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180.0, help="give up a run after this many seconds")
     parser.add_argument("--no-peer", action="store_true", help="skip the bare-job peer")
     parser.add_argument("--no-clicks", action="store_true", help="skip the click-latency measurement")
+    parser.add_argument("--fixed-steps", type=int, default=None, help="train N steps, no early stop")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     if unknown := set(modes) - set(MODES):
         parser.error(f"unknown mode(s): {', '.join(sorted(unknown))}")
     if args.threads is not None:
         runs.worker_threads = lambda: args.threads  # noqa: E731  (the benchmark's override of the app's choice)
-    defaults = RunSettings()
-    settings = RunSettings(dataclasses.replace(defaults.train, task=args.task), defaults.model, defaults.target)
+    settings = page_settings(args.task, args.fixed_steps)
     results = []
     for _ in range(args.repeats):
         for mode in modes:
@@ -257,8 +278,7 @@ def main() -> None:
         out["bare_job"] = run_bare(settings, args.timeout)
     if not args.no_clicks:
         out["clicks_while_training"] = click_times()
-    out["machine"] = {"cpus": os.cpu_count(), "server_torch_threads": TRAINING_THREADS, "torch": torch.__version__,
-                      "python": platform.python_version(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    out["machine"] = machine(torch_threads=TRAINING_THREADS)
     print(json.dumps(out, indent=2))
 
 

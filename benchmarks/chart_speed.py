@@ -31,6 +31,10 @@ from plotly.subplots import make_subplots
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
 from transformer.charts import head_grid, step_attention_rows, token_labels  # noqa: E402
 from transformer.charts.attention import WEIGHT_BAR  # noqa: E402
 from transformer.charts.common import FONT, WEIGHT_SCALE  # noqa: E402
@@ -154,6 +158,7 @@ def kaleido_cost(fig: go.Figure, repeats: int) -> dict | str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    add_cpu_argument(parser)
     args = parser.parse_args()
     weights = sample_weights()
     labels = token_labels(list("abcdefghijklmnop") + ["</s>"])
@@ -171,7 +176,7 @@ def main() -> None:
         "browser_paint_ms": browser_paint_ms(figures, max(3, args.repeats // 3)),
         "kaleido": kaleido_cost(figures["tiled"], max(3, args.repeats // 3)),
         "chart_build": build_styles(args.repeats),
-        "note": "2-core machine shared with other work; medians",
+        "note": "medians", "machine": machine(),
     }
     print(json.dumps(report, indent=2))
 

@@ -50,7 +50,8 @@ EVIL = '=HYPERLINK(CONCAT("http:",CHAR(47),CHAR(47),"evil.example"),"Click")'
 SMALL_RUN = "v=1&d_model=16&d_ff=32&n_heads=2&batch_size=16&stop_early=0&steps={steps}"
 # The class's server: the defaults for a class of 30, but a smaller store (so two mischievous students could
 # fill it) and a shorter idle time before a paused run's worker goes back (so it happens within the window).
-SERVER_ENV = {"AP_MODEL_STORE_MB": "30", "AP_STORE_SESSION_MB": "20", "AP_PARK_AFTER_S": "30"}
+SERVER_ENV = {"AP_MODEL_STORE_MB": "30", "AP_STORE_SESSION_MB": "20", "AP_PARK_AFTER_S": "30",
+              "AP_WORKER_NICE": "10"}  # a class server's setting (docs/SERVING.md)
 HOSTILE = [("decode", "v=1&model=../../etc/passwd"), ("decode", "v=1&model=uploaded:" + "A" * 22),
            ("decode", "v=1&model=trained:%00&input=%3Cimg%20src=x%3E"), ("decode", "v=1&step=-1&knocked=zz"),
            ("decode", "v=99&step=99999999999999999999"), ("train", "v=1&steps=1e309&d_model=0&task=../x"),

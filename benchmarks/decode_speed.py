@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import string
 import sys
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
+import torch  # noqa: E402
 
 from transformer.store.checkpoints import load_bundle  # noqa: E402
 from transformer.network.config import ModelConfig  # noqa: E402
@@ -100,16 +103,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--tokens", type=int, default=len(INPUT) + 1, help="tokens generated per decode")
     parser.add_argument("--checkpoint", type=Path, default=ROOT / "assets/checkpoints/reverse.safetensors")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     tokenizer = CharTokenizer(string.ascii_lowercase)
     models = {name: build(shape, tokenizer.vocab_size) for name, shape in SHAPES.items()}
     report = {
-        "torch": torch.__version__,
-        "threads": args.threads,
-        "cpus": os.cpu_count(),
-        "machine": platform.processor() or platform.machine(),
-        "load_average_1min": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
+        "machine": machine(),  # other work on the machine skews every figure: its load is in here
         "input": INPUT,
         "tokens_per_decode": args.tokens,
         "per_token": {name: per_token(m, tokenizer, args.tokens, args.repeats) for name, m in models.items()},

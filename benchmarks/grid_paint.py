@@ -32,13 +32,17 @@ import time
 import urllib.request
 from pathlib import Path
 
-import numpy as np
-import torch
-from plotly.subplots import make_subplots
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from plotly.subplots import make_subplots  # noqa: E402
 
 from transformer.bundle import ModelBundle  # noqa: E402
 from transformer.charts import head_grid, token_labels  # noqa: E402
@@ -48,6 +52,7 @@ from transformer.network.decoding import greedy_decode, teacher_forced  # noqa: 
 from transformer.charts.export import browser_path  # noqa: E402
 from transformer.network.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
+from serving import end_process  # noqa: E402
 from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, D_MODEL = 3, 8, 128
@@ -150,11 +155,7 @@ def streamlit_server(app_root: Path):
                 time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        end_process(proc, 10)
 
 
 def live_app(browser, app_root: Path) -> dict:
@@ -201,14 +202,11 @@ def app_benchmark(browser, bundle: ModelBundle) -> dict:
     return report
 
 
-def load_average() -> list[float] | None:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--skip-app", action="store_true")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     path = browser_path()
@@ -219,14 +217,13 @@ def main() -> None:
 
     bundle = grid_model()
     report = {"model": f"{LAYERS} layers x {HEADS} heads, d_model {D_MODEL}, random weights",
-              "load_average_before": load_average()}
+              "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=path, headless=True, args=BROWSER_ARGS)
         report["figure"] = figure_benchmark(browser, bundle, args.repeats)
         report["live_app"] = "skipped" if args.skip_app else app_benchmark(browser, bundle)
         browser.close()
-    report |= {"load_average_after": load_average(), "budget_ms": 1500,
-               "note": "headless Chromium on a 2-core machine shared with other work; medians"}
+    report |= {"machine": machine(), "budget_ms": 1500, "note": "headless Chromium; medians"}
     print(json.dumps(report, indent=2))
 
 

@@ -25,12 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
 
 from serving import (  # noqa: E402
     CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, click_next, load_average, percentiles, shown_step,
@@ -71,6 +74,7 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=15, help="timed clicks per condition and pass")
     parser.add_argument("--worker-nice", type=int, help="AP_WORKER_NICE for the server (default: the app's)")
     parser.add_argument("--split-cpus", action="store_true", help="server and runs on CPU 0, Chromium on the rest")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     if missing := chromium_missing():
         print(json.dumps({"skipped": missing}))
@@ -125,7 +129,7 @@ def main() -> None:
     idle, busy = (conditions[f"{n}_runs"]["click_to_repainted_ms"]["p95"] for n in (0, 2))
     report |= {"conditions": conditions, "p95_ratio_2_runs_over_idle": round(busy / idle, 2), "target": TARGET,
                "within_target": busy / idle <= TARGET, "training_steps_at_end": steps,
-               "server_tracebacks": server.tracebacks(), "load_average_after": load_average(), "cpus": os.cpu_count()}
+               "server_tracebacks": server.tracebacks(), "machine": machine(torch_threads=1)}
     print(json.dumps(report, indent=2))
 
 

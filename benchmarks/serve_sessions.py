@@ -24,13 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
 
 from serving import (  # noqa: E402
     CHROMIUM, CHROMIUM_ARGS, IDLE, PLAYER_STEP_JS, AppServer, chromium_missing, load_average, percentiles,
@@ -176,7 +179,7 @@ async def run(args) -> dict:
     from playwright.async_api import async_playwright
 
     server = AppServer({"AP_MAX_RUNS": "2"})
-    report = {"load_average_before": load_average(), "cpus": os.cpu_count()}
+    report = {"load_average_before": load_average()}
     try:
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -186,7 +189,7 @@ async def run(args) -> dict:
         report["server_rss_mb_at_end"] = server.rss_mb()
     finally:
         report |= server.stop()
-    report |= {"server_tracebacks": server.tracebacks(), "load_average_after": load_average()}
+    report |= {"server_tracebacks": server.tracebacks(), "machine": machine(torch_threads=1)}
     return report
 
 
@@ -196,6 +199,7 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=10, help="timed clicks per session")
     parser.add_argument("--runs", type=int, default=8, help="sessions that start a run at once")
     parser.add_argument("--steps", type=int, default=300, help="steps of each of those runs")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     if missing := chromium_missing():
         print(json.dumps({"skipped": missing}))

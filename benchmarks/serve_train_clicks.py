@@ -31,6 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
 from serving import (  # noqa: E402
     CHROMIUM, CHROMIUM_ARGS, AppServer, CpuMeter, chromium_missing, descendants, load_average, shown_step,
     split_cpus, start_long_run, wait_idle,
@@ -105,6 +109,7 @@ def main() -> None:
     parser.add_argument("--nice-browser", action="store_true", help="run Chromium at nice 19")
     parser.add_argument("--split-cpus", action="store_true", help="server and workers on CPU 0, Chromium on the rest")
     parser.add_argument("--worker-nice", type=int, help="AP_WORKER_NICE for the server (default: the app's)")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     if missing := chromium_missing():
         print(json.dumps({"skipped": missing}))
@@ -149,7 +154,7 @@ def main() -> None:
         "clicking_steps_per_s": round(statistics.mean(clicking), 2),
         "ratio": round(ratio, 3), "target": TARGET, "within_target": ratio >= TARGET,
         "warm_up_clicks": warm_up, "windows": windows, "server_tracebacks": server.tracebacks(),
-        "load_average_after": load_average(), "cpus": os.cpu_count(),
+        "machine": machine(torch_threads=1),
     }
     print(json.dumps(report, indent=2))
 

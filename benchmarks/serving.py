@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,13 +127,7 @@ class AppServer:
     def stop(self) -> dict:
         """Stop the server (SIGTERM, then SIGKILL after 15 s) and say whether its workers ended with it."""
         workers = self.children()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         deadline = time.monotonic() + 15
         while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -181,6 +176,39 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@contextmanager
+def chromium_here(playwright):
+    """A headless Chromium started by this process, in its session, and Playwright's browser connected to it over
+    the DevTools protocol (loopback). Playwright's own launch starts Chromium in a session of its own: on Linux a
+    scheduling group (autogroup) apart from the server and its workers, which then share the CPU with it group
+    against group, whatever their nice values. Started here, it shares this session's group with the servers this
+    process starts, and competes with them thread by thread, as every program does on macOS and Windows."""
+    folder = Path(tempfile.mkdtemp(prefix="ap-bench-chromium-"))
+    log = folder / "stderr.log"
+    proc = subprocess.Popen([CHROMIUM, "--headless=new", "--remote-debugging-address=127.0.0.1",
+                             "--remote-debugging-port=0", f"--user-data-dir={folder / 'profile'}", *CHROMIUM_ARGS,
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        found = wait_until(lambda: [line for line in log.read_text().splitlines()
+                                    if line.startswith("DevTools listening on ")], 60, "Chromium's DevTools port")
+        browser = playwright.chromium.connect_over_cdp(found[0].split(" on ", 1)[1].strip())
+        yield browser
+        browser.close()
+    finally:
+        end_process(proc)
+
+
+def end_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """End a process this script started: SIGTERM, then SIGKILL after `grace` seconds; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def chromium_missing() -> str | None:
@@ -318,8 +346,8 @@ def load_average() -> list[float]:
 def serve(port: int, log: str) -> None:
     """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
     fragment run's wall time, CPU time of its thread and page appended to LOG as a JSON line. With
-    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's chart preload (the peer for
-    click_latency's cold start)."""
+    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's chart preload; with AP_BENCH_NO_WARM=1,
+    the server's warm-up (ui/warm.py): the peers of click_latency's cold start."""
     from streamlit.runtime.scriptrunner import script_runner
     from streamlit.web.cli import main as streamlit_cli
 
@@ -336,11 +364,15 @@ def serve(port: int, log: str) -> None:
                 f.write(json.dumps(entry) + "\n")
 
     script_runner.ScriptRunner._run_script = timed_run
+    sys.path.insert(0, str(ROOT))
     if os.environ.get("AP_BENCH_NO_PRELOAD") == "1":
-        sys.path.insert(0, str(ROOT))
         import ui.preload
 
         ui.preload.preload_charts = lambda: None
+    if os.environ.get("AP_BENCH_NO_WARM") == "1":  # a server as before ui/warm.py
+        import ui.warm
+
+        ui.warm.start = lambda: None
     os.chdir(ROOT)
     streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
                    "--browser.gatherUsageStats=false"])

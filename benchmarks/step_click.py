@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
 
 
 BUDGET_MS = 100.0
@@ -209,6 +213,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-browser", action="store_true", help="skip the real-server measurement")
     parser.add_argument("--serve", nargs=2, metavar=("PORT", "LOG"), help=argparse.SUPPRESS)
+    add_cpu_argument(parser)
     args = parser.parse_args()
     if args.serve:
         return serve(int(args.serve[0]), args.serve[1])
@@ -240,9 +245,7 @@ def main() -> None:
         "server_without_post_script_gc": no_gc,
         "budget_ms": BUDGET_MS,
         "step_click_cpu_within_budget": max(medians) <= BUDGET_MS,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "load_average_1min": round(os.getloadavg()[0], 2),
+        "machine": machine(),
     }, indent=2))
 
 

@@ -23,6 +23,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
 
 
 def child(threads: int, where: str, steps: int) -> dict:
@@ -87,6 +92,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--spin", action="store_true", help=argparse.SUPPRESS)
+    add_cpu_argument(parser)
     args = parser.parse_args()
     if args.spin:
         spin()
@@ -111,8 +117,7 @@ def main() -> None:
         print(json.dumps(cases[-1]), file=sys.stderr, flush=True)
     print(json.dumps({
         "benchmark": "training steps/s vs torch threads (default reverse Trainer)",
-        "steps": args.steps, "repeats": args.repeats, "cpu_count": os.cpu_count(),
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        "steps": args.steps, "repeats": args.repeats, "machine": machine(),
         "cases": cases,
     }))
 

@@ -18,16 +18,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import torch
-from torch import nn
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 from transformer.network.config import ModelConfig  # noqa: E402
 from transformer.network.model import EncoderDecoder  # noqa: E402
@@ -134,6 +138,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40, help="batches per round")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
+    add_cpu_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -145,7 +150,7 @@ def main() -> None:
         "threads": args.threads, "batch_size": args.batch_size, "batches_per_round": args.steps,
         "rounds": args.rounds, "target_ratio": 1.3,
         "results": [compare(shape, batches, args.rounds) for shape in SHAPES.values()],
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
     }))
 
 

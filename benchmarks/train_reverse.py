@@ -89,17 +89,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-import torch._dynamo  # noqa: F401  the first optimizer imports it (~1.8 s once per process): kept off the clock
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+use_cpu_kind()
+
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402, F401  the first optimizer imports it (~1.8 s once per process): off the clock
 
 from transformer.runs.job import TRAINING_THREADS  # noqa: E402
 from transformer.runs.thread_job import TrainingJob  # noqa: E402
@@ -184,6 +188,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=TRAINING_THREADS)
     parser.add_argument("--recipe", choices=tuple(RECIPES), default="identity", help="direct mode's recipe")
+    add_cpu_argument(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     runs = []
@@ -207,7 +212,7 @@ def main() -> None:
         "threads": args.threads,
         "config": {"train": config.to_dict(), "model": {**MODEL_DEFAULTS, **model}},
         "runs": runs,
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
     }))
 
 

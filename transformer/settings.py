@@ -94,8 +94,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             lo=1, hi=10_000),
     Setting("AP_PARK_AFTER_S", "float", 120.0, "seconds a paused run keeps its worker process; then it hands its "
             "state to the server and resumes from it, exactly, in a new worker", lo=0, hi=86_400),
-    Setting("AP_WORKER_NICE", "int", 10, "how many nice levels below the server a training worker runs "
-            "(0: the server's priority)", lo=0, hi=19),
+    Setting("AP_WORKER_NICE", "int", 0, "how many nice levels below the server a training worker runs "
+            "(0: the server's priority, for one learner; 10 on a class server)", lo=0, hi=19),
     Setting("AP_RAY_ADDRESS", "text", None, "a Ray cluster to train on ('auto', 'HOST:PORT' or "
             "'ray://HOST:10001'); unset: worker processes on this machine"),
     Setting("AP_RAY_CONNECT_TIMEOUT", "float", 60.0, "seconds a run waits for the first connection to the Ray "

@@ -26,6 +26,7 @@ from plotly.basedatatypes import BaseFigure
 from transformer import settings
 from transformer.analysis import ablation
 from transformer.analysis.attention_maps import AttentionMap, attention_maps
+from transformer.analysis.errors import ErrorAnalysis, analyse_errors
 from transformer.network.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
 from transformer.network.sampling import output_logits
 
@@ -158,6 +159,16 @@ def importance(key: str, version: int, samples: int, mode: str) -> dict:
     """ablation.importance of the model on `samples` held-out inputs: each head's exact-match drop and the
     removal curve (a private copy of the model carries the hooks)."""
     return memo("importance", _importance, key, version, samples, mode)
+
+
+def _errors(key: str, version: int, samples: int, seed: int) -> ErrorAnalysis:
+    bundle = registry.bundle_for(key)
+    return analyse_errors(bundle.model, bundle.tokenizer, bundle.task, samples, seed)
+
+
+def errors(key: str, version: int, samples: int, seed: int) -> ErrorAnalysis:
+    """Where the model fails on `samples` held-out inputs drawn with `seed` (the "Where it fails" page)."""
+    return memo("errors", _errors, key, version, samples, seed)
 
 
 @dataclass(frozen=True)

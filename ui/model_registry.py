@@ -69,6 +69,11 @@ def shipped_key(path: Path) -> str:
     return f"shipped:{path.stem}"
 
 
+def shipped_path(key: str) -> Path:
+    """The checkpoint file of a shipped model's entry key (`shipped:<name>`)."""
+    return ASSETS / f"{key.removeprefix('shipped:')}.safetensors"
+
+
 def shipped_entries() -> list[ModelEntry]:
     return [ModelEntry(shipped_key(i.path), f"{i.path.stem} (pretrained)", "shipped", i.path)
             for i in shipped_infos() if i.error is None]
@@ -91,7 +96,12 @@ def version(key: str) -> int:
     """Changes when a shipped checkpoint file is replaced: every page cache keyed by (key, version) then
     computes afresh instead of serving results of the old weights (session models get a new key instead)."""
     entry = entries().get(key)
-    return entry.path.stat().st_mtime_ns if entry is not None and entry.path is not None else 0
+    return file_version(entry.path) if entry is not None and entry.path is not None else 0
+
+
+def file_version(path: Path) -> int:
+    """The version of a shipped checkpoint's entry (see `version`): its file's modification time."""
+    return path.stat().st_mtime_ns
 
 
 def load_file(path: Path) -> ModelBundle:
@@ -109,7 +119,7 @@ def position_models() -> dict[str, Path]:
 def bundle_for(key: str) -> ModelBundle:
     """The bundle behind an entry key (KeyError if it is gone)."""
     if key.startswith("shipped:"):
-        return load_file(ASSETS / f"{key.removeprefix('shipped:')}.safetensors")
+        return load_file(shipped_path(key))
     if key.startswith("positions:"):
         return load_file(position_models()[key.removeprefix("positions:")])
     return _session_models()[key][1]

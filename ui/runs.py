@@ -16,6 +16,7 @@ benchmarks/app_train.py runs the same Run, probe and figures, so it measures wha
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +44,10 @@ MAX_HISTORY = 8  # earlier runs kept for the runs table (each holds its last wei
 RUN_COUNT = "train_run_count"  # session_state key: runs numbered so far
 KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapshots, oldest first
 MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
-POLL_SECONDS = 0.75  # live view refresh while training runs
+POLL_SECONDS = 0.75  # live view refresh while training runs: its progress and metrics
+CHART_SECONDS = 1.5  # and its charts (curves, probe)
+FIRST_STEP_WAIT = 0.5  # seconds Start waits for the run's first step before drawing the live view (a warm worker
+# takes 0.2-0.3 s; without one, the view says the training process is starting)
 LIVE = ("running", "paused", "queued")  # a run in these states is its session's live run
 POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
 PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it keeps MAX_PROBES)
@@ -97,6 +101,13 @@ class Run:
 
     def heartbeat(self) -> None:
         self.job.heartbeat()
+
+    def await_first_step(self, timeout: float = FIRST_STEP_WAIT) -> None:
+        """Return once the run has taken a step, is not running (queued, paused, ended), or `timeout` passed:
+        the page drawn next then shows training under way rather than a start that waits for its next poll."""
+        deadline = time.monotonic() + timeout
+        while (snapshot := self.snapshot()).state == "running" and not snapshot.step and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def position(self) -> int | None:
         """k >= 1 while the run is k-th in the server's line (k - 1 runs wait ahead of it); 0 while it

@@ -23,7 +23,7 @@ from ui.tables.errors import ERRORS, MAX_LENGTH, PER_LENGTH, SAMPLES
 from ui.tables.shared import PRESENTER
 from ui.widgets import finish, header, require_model
 from transformer.charts.errors import confusion_bars, length_metrics, position_accuracy, scheme_lengths
-from transformer.analysis.errors import ErrorAnalysis, Failure, analyse_errors
+from transformer.analysis.errors import ErrorAnalysis, Failure
 from transformer.charts.export import chart_filename
 from transformer.analysis.lengths import LengthError, evaluate_lengths, trained_lengths
 
@@ -41,11 +41,6 @@ def intro() -> DeltaGenerator:
         "length, by output position, and which token it wrote instead of the right one. Open any failing input "
         "on the decoding page at the step where it first goes wrong.")
     return notes
-
-
-def _analyse(key: str, version: int, samples: int, seed: int) -> ErrorAnalysis:
-    bundle = registry.bundle_for(key)
-    return analyse_errors(bundle.model, bundle.tokenizer, bundle.task, samples, seed)
 
 
 def _lengths(key: str, version: int, lo: int, hi: int, per_length: int, seed: int) -> dict:
@@ -273,7 +268,7 @@ def main() -> None:
     version = registry.version(key)
     try:
         with st.spinner("Decoding the held-out inputs…"):
-            analysis = decodes.memo("errors", _analyse, key, version, view.get("samples"), view.get("seed"))
+            analysis = decodes.errors(key, version, view.get("samples"), view.get("seed"))
     except ValueError as exc:  # BudgetError, or inputs longer than the model's positions
         st.error(f"Cannot analyse this model: {literal(str(exc))}.", icon=":material/error:")
         finish(view, notes)

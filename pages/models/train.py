@@ -69,7 +69,8 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         view.reset("probe")
         text = default_probe(settings, None)
     try:
-        runs.launch(runs.new_run(settings, text), steps)
+        run = runs.new_run(settings, text)
+        runs.launch(run, steps)
     except JobLimitError as exc:  # the server's line is full, or this session's or computer's share of runs
         runs.say("error", f"Cannot start: {exc}.")
         return
@@ -77,6 +78,7 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         runs.say("error", f"Cannot start: {exc}")
         return
     view.set("follow", True)
+    run.await_first_step()
 
 
 def resume(view: View, run: runs.Run) -> None:

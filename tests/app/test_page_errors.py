@@ -138,3 +138,15 @@ def test_an_uploaded_model_of_your_own_data_is_analysed_on_the_held_out_pairs_it
     assert any(f"only {held} held-out inputs" in c.value for c in at.caption)
     assert "Exact match by input length" in titled(at)
     assert "has no input-length parameter" in at.info[0].value.replace("\\", "")
+
+
+def test_the_servers_warm_up_leaves_the_default_view_nothing_to_analyse(monkeypatch):
+    """ui/warm.py analyses the default model in the page's default view at the server's start: the page's first
+    visit finds it (and shows it) instead of decoding 1,000 inputs while the learner waits."""
+    from ui import decodes, warm
+
+    decodes.clear()
+    warm.warm_errors()
+    monkeypatch.setattr(decodes, "analyse_errors", lambda *a: pytest.fail("analysed again"))
+    at = open_link(PAGE, {})
+    assert not at.exception and at.metric[0].value.endswith("%")

@@ -39,6 +39,7 @@ from transformer.network.config import BOUNDS, ModelConfig
 from transformer.network.decoding import greedy_decode
 from transformer.runs import queue as capacity
 from transformer.runs import workers
+from transformer.runs.job import JobSnapshot
 from transformer.runs.probe import example_input, run_probe
 from transformer.runs.queue import RunQueue
 from transformer.runs.thread_job import TrainingJob
@@ -495,10 +496,10 @@ def test_the_page_keeps_a_spare_worker_that_the_next_run_adopts(train_page):
     assert workers.spare_pid() is None and again not in child_pids()
 
 
-def test_workers_run_at_a_lower_cpu_priority_than_the_server(monkeypatch):
+def test_workers_run_at_the_cpu_priority_the_setting_says(monkeypatch):
     workers.end_spare()
     own = os.getpriority(os.PRIO_PROCESS, 0)
-    for setting, expected in ((None, 10), ("0", 0), ("3", 3)):
+    for setting, expected in ((None, 0), ("10", 10), ("3", 3)):
         if setting is None:
             monkeypatch.delenv("AP_WORKER_NICE", raising=False)
         else:
@@ -559,6 +560,28 @@ def test_figure_cache_rebuilds_only_when_the_key_changes():
     first = cache.get("a", 1, build)
     assert cache.get("a", 1, build) is first and len(built) == 1
     assert cache.get("a", 2, build) is not first and len(built) == 2
+
+
+class SteppingJob:
+    """A job whose first step comes `after` seconds from now (never, for None), in `state` until then."""
+
+    def __init__(self, after: float | None, state: str = "running"):
+        self.at, self.state = None if after is None else time.monotonic() + after, state
+
+    def snapshot(self):
+        step = int(self.at is not None and time.monotonic() >= self.at)
+        return JobSnapshot(step, self.state, [], [], None, 0.0, 0.0, None, 0.0, 100, None)
+
+
+@pytest.mark.parametrize("after, state, waited", [(0.3, "running", (0.3, 0.6)), (None, "running", (0.5, 0.8)),
+                                                  (None, "queued", (0.0, 0.1)), (None, "paused", (0.0, 0.1))])
+def test_start_draws_the_live_view_once_the_first_step_is_done(after, state, waited):
+    """Start waits for the run's first step (at most the timeout; not for a run that waits in line or is paused),
+    so the view it draws shows a step done rather than waiting for its next poll."""
+    run = runs.Run(SteppingJob(after, state), None, None, None)
+    began = time.monotonic()
+    run.await_first_step(timeout=0.5)
+    assert waited[0] <= time.monotonic() - began < waited[1]
 
 
 def test_model_config_defaults_match_the_trainer():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from helpers.browser import open_app_page
 
-from ui.preload import plotly_chunk
+from ui.preload import chunk, plotly_chunk
 
 # In-page: when each element of interest first appeared, on the page's own clock (performance.now()).
 WATCH_JS = """() => {
@@ -23,9 +23,10 @@ CHUNK_START_JS = """(chunk) => {
 }"""
 
 
-def test_this_streamlit_has_one_chart_chunk_to_preload():
-    chunk = plotly_chunk()
-    assert chunk and chunk.startswith("PlotlyChart.") and chunk.endswith(".js"), chunk
+def test_this_streamlit_has_one_chart_chunk_and_one_table_chunk_to_preload():
+    charts, tables = plotly_chunk(), chunk("DataFrame")
+    assert charts and charts.startswith("PlotlyChart.") and charts.endswith(".js"), charts
+    assert tables and tables.startswith("DataFrame.") and tables.endswith(".js"), tables
 
 
 def test_the_chart_chunk_is_asked_for_before_the_page_title_arrives(fresh_server, page):
@@ -49,3 +50,13 @@ def test_a_page_without_charts_loads_the_chart_code_and_shows_no_trace_of_it(fre
     holder = page.locator("[data-testid=stElementContainer]:has(#ap-preload-charts)")
     assert holder.count() == 1
     assert holder.bounding_box() is None  # hidden: no gap above the page's title
+
+
+def test_the_table_chunk_is_loaded_after_the_chart_chunk_on_a_page_without_tables(fresh_server, page):
+    """The home page shows no table; the table chunk is fetched all the same, after the chart chunk, so the first
+    page with a table (Checkpoints, Where it fails, ...) need not wait for it."""
+    open_app_page(page, fresh_server.url)
+    page.wait_for_selector(".js-plotly-plot .main-svg")
+    page.wait_for_function(f"() => ({CHUNK_START_JS})({chunk('DataFrame')!r}) !== null", timeout=15_000)
+    assert page.locator("[data-testid=stDataFrame]").count() == 0
+    assert page.evaluate(CHUNK_START_JS, plotly_chunk()) < page.evaluate(CHUNK_START_JS, chunk("DataFrame"))

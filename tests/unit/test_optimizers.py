@@ -1,5 +1,6 @@
 """TrainConfig.optimizer: adam, adamw and muon (Muon for the hidden matrices, Adam for the rest) are
-deterministic for a seed and lower the loss; muon splits the parameters as documented. Adam's betas, the
+deterministic for a seed and lower the loss; muon splits the parameters as documented, and BatchedMuon updates as
+torch.optim.Muon does (bit for bit in its bfloat16; in float32 within bfloat16's rounding). Adam's betas, the
 cosine schedule and ModelConfig.init "identity" do what they say."""
 
 from __future__ import annotations
@@ -63,21 +64,49 @@ def test_muon_takes_the_layer_matrices_and_adam_the_rest():
     assert muon.param_groups[0]["initial_lr"] == 0.05 and adam.param_groups[0]["initial_lr"] == 1e-2
 
 
-@pytest.mark.parametrize("nesterov", [True, False])
-def test_batched_muon_updates_exactly_as_torch_muon(nesterov):
+SHAPES = [(8, 8), (8, 8), (16, 8), (8, 16), (16, 8), (64, 256), (256, 64)]  # square, tall (transposed), wide
+
+
+def muon_steps(optimizer_class, steps: int = 4, nesterov: bool = True) -> list[torch.Tensor]:
+    """The parameters of SHAPES after `steps` steps of `optimizer_class` on seeded gradients (the same for every
+    class), as float64."""
     torch.manual_seed(0)
-    shapes = [(8, 8), (8, 8), (16, 8), (8, 16), (16, 8)]  # square, tall (transposed inside) and wide
-    ours = [nn.Parameter(torch.randn(shape)) for shape in shapes]
-    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
-    settings = dict(lr=0.05, weight_decay=0.1, nesterov=nesterov)
-    optimizers = BatchedMuon(ours, **settings), torch.optim.Muon(theirs, **settings)
-    for _ in range(4):
-        grads = [torch.randn(shape) for shape in shapes]
-        for params, optimizer in zip((ours, theirs), optimizers):
-            for p, g in zip(params, grads):
-                p.grad = g.clone()
-            optimizer.step()
+    params = [nn.Parameter(torch.randn(shape)) for shape in SHAPES]
+    optimizer = optimizer_class(params, lr=0.05, weight_decay=0.1, nesterov=nesterov)
+    for _ in range(steps):
+        for p in params:
+            p.grad = torch.randn(p.shape)
+        optimizer.step()
+    return [p.detach().double() for p in params]
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_batched_muon_in_bfloat16_updates_exactly_as_torch_muon(nesterov, monkeypatch):
+    """The same arithmetic as torch.optim.Muon: in torch's own dtype, bit for bit."""
+    monkeypatch.setattr(BatchedMuon, "ns_dtype", torch.bfloat16)
+    ours, theirs = muon_steps(BatchedMuon, nesterov=nesterov), muon_steps(torch.optim.Muon, nesterov=nesterov)
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
+
+
+def test_batched_muon_in_float32_is_torch_muon_within_bfloat16s_rounding():
+    """Float32 (the default: full speed on CPUs without native bfloat16) moves each matrix as torch.optim.Muon does,
+    but for bfloat16's rounding in torch's: 8 significant bits (2^-8 = 0.4% a rounding) through 5 iterations put
+    torch's orthogonalised update 1.5-2.3% from the exact iteration's (float64), measured; ours is within 1e-5 of
+    it (float32's 24 bits). So: within 4% of torch's update, and 1,000x closer than torch's to the exact one."""
+    start = muon_steps(torch.optim.Muon, steps=0)
+    ours, theirs = muon_steps(BatchedMuon), muon_steps(torch.optim.Muon)
+
+    def exact_muon(params, **settings):
+        optimizer = BatchedMuon(params, **settings)
+        optimizer.ns_dtype = torch.float64
+        return optimizer
+
+    exact = muon_steps(exact_muon)
+    for p0, a, b, e in zip(start, ours, theirs, exact):
+        moved = (e - p0).norm()
+        assert (a - b).norm() < 0.04 * moved
+        assert (a - e).norm() < 1e-5 * moved
+        assert (b - e).norm() > 1e-3 * moved  # torch's bfloat16 rounding is there to be seen: the check can tell
 
 
 def test_batched_muon_orthogonalises_a_joint_projection_block_by_block():
@@ -86,7 +115,7 @@ def test_batched_muon_orthogonalises_a_joint_projection_block_by_block():
     joint = nn.Parameter(torch.randn(24, 8))
     separate = [nn.Parameter(block.detach().clone()) for block in joint.chunk(3)]
     settings = dict(lr=0.05, weight_decay=0.1)
-    optimizers = BatchedMuon([{"params": [joint], "blocks": 3}], **settings), torch.optim.Muon(separate, **settings)
+    optimizers = BatchedMuon([{"params": [joint], "blocks": 3}], **settings), BatchedMuon(separate, **settings)
     for _ in range(3):
         grad = torch.randn(24, 8)
         joint.grad = grad.clone()

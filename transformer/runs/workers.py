@@ -1,7 +1,8 @@
 """The worker processes a server keeps, and the keeper that watches its runs.
 
-- Nice levels: workers run AP_WORKER_NICE levels below the server (default 10), so a page's script run wins a
-  contended core from training.
+- Nice levels: workers run AP_WORKER_NICE levels below the server. 0 by default: on a laptop the one learner waits
+  for that run, and a worker at +10 yields to the browser's painting wherever priorities are global (macOS,
+  Windows). A class server sets 10, so many sessions' script runs win a contended core from training.
 - The spare worker: a worker's start-up (a fresh interpreter importing torch: 2-4 s of CPU) would come after
   Start. `prepare_spare()` starts one ahead of time (one per server), `launcher()` hands it to the next run that
   starts (any session's) or starts a new one; the keeper ends a spare nobody took for SPARE_IDLE seconds, and it

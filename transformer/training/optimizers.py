@@ -46,10 +46,16 @@ def muon_parameters(model: EncoderDecoder) -> tuple[list[nn.Parameter], list[nn.
 
 class BatchedMuon(torch.optim.Muon):
     """torch.optim.Muon (default learning-rate adjustment) with the Newton-Schulz iterations of all
-    same-shaped matrices run as one batched matmul: bit for bit the same update, cheaper for many small
-    matrices on a CPU (the 22 of a 2+1-layer d_model 64 model: 11.4 ms of CPU time a step down to 4.2 ms).
+    same-shaped matrices run as one batched matmul, cheaper for many small matrices on a CPU (the 22 of a
+    2+1-layer d_model 64 model: 11.4 ms of CPU time a step down to 4.2 ms), in `ns_dtype`: float32, where
+    torch.optim.Muon uses bfloat16 (in bfloat16 the update is torch's bit for bit; tests/unit/test_optimizers.py).
     A param group's "blocks" (default 1) splits each of its parameters by rows into that many matrices,
     orthogonalised one by one (the joint q/k/v projection: as three separate projections)."""
+
+    # A CPU without native bfloat16 (AVX2 laptops: most learners') runs a bfloat16 matmul 15-20x slower than a
+    # float32 one; one with it (AVX512-BF16) runs the whole step no faster in bfloat16 at these sizes
+    # (docs/MEASUREMENTS.md, "Muon"). So float32 everywhere: one path, full speed on every CPU.
+    ns_dtype: torch.dtype = torch.float32
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -72,7 +78,7 @@ class BatchedMuon(torch.optim.Muon):
                     by_shape.setdefault(block.shape, []).append((block, block_update))
             for shape, items in by_shape.items():
                 updates = newton_schulz(torch.stack([u for _, u in items]), group["ns_coefficients"],
-                                        group["ns_steps"], group["eps"])
+                                        group["ns_steps"], group["eps"], self.ns_dtype)
                 lr = group["lr"]
                 adjusted = lr * math.sqrt(max(1.0, shape[0] / shape[1]))
                 for (p, _), update in zip(items, updates):
@@ -81,12 +87,13 @@ class BatchedMuon(torch.optim.Muon):
         return loss
 
 
-def newton_schulz(grads: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float
-                  ) -> torch.Tensor:
-    """torch.optim.Muon's orthogonalisation (bfloat16, quintic iteration) of a (n, rows, cols) stack at once."""
+def newton_schulz(grads: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """torch.optim.Muon's orthogonalisation (the quintic iteration) of a (n, rows, cols) stack at once, in `dtype`
+    (torch's is bfloat16); the result in `dtype`."""
     a, b, c = coefficients
     tall = grads.size(1) > grads.size(2)
-    x = grads.bfloat16()
+    x = grads.to(dtype)
     if tall:
         x = x.mT
     x = x / x.flatten(1).norm(dim=1).clamp(min=eps)[:, None, None]

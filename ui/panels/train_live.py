@@ -205,8 +205,8 @@ def status_line(run: runs.Run, snapshot) -> None:
     st.progress(value, text=text)
 
 
-def live_view(view: View, run: runs.Run) -> None:
-    """Progress, curves and the probe of this session's run (its place in line while it waits)."""
+def live_status(run: runs.Run) -> None:
+    """The run's progress (its place in line while it waits) and latest metrics."""
     snapshot = run.snapshot()
     run.heartbeat()
     if snapshot.state != runs.drawn_state():
@@ -214,6 +214,11 @@ def live_view(view: View, run: runs.Run) -> None:
     status_line(run, snapshot)
     metrics_line(snapshot)
     memorising_note(run, snapshot)
+
+
+def live_charts(view: View, run: runs.Run) -> None:
+    """The curves and the probe of this session's run, and the button that keeps its weights."""
+    snapshot = run.snapshot()
     curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
         scrub = st.container()
@@ -278,16 +283,18 @@ def keep_row(run: runs.Run, snapshot) -> None:
     show_message("keep")
 
 
-@st.fragment(run_every=runs.POLL_SECONDS)
 def live_polling(view: View, run: runs.Run) -> None:
-    """The live view while the run trains: it redraws itself every POLL_SECONDS."""
-    live_view(view, run)
+    """The live view while the run trains: the progress redraws itself every POLL_SECONDS, the charts every
+    CHART_SECONDS (a chart redrawn costs the browser ~100 ms of CPU, which a laptop's training would lose)."""
+    st.fragment(live_status, run_every=runs.POLL_SECONDS)(run)
+    st.fragment(live_charts, run_every=runs.CHART_SECONDS)(view, run)
 
 
 @st.fragment
 def live_static(view: View, run: runs.Run) -> None:
     """The live view of a run that is not stepping: a pick reruns only this part."""
-    live_view(view, run)
+    live_status(run)
+    live_charts(view, run)
 
 
 def preview_view(settings: RunSettings, text: str) -> None:

@@ -1,0 +1,91 @@
+"""The server's warm-up (ui/warm.py): it imports what every page imports and fills the caches the pages read, once
+per server and never under AppTest; it imports pandas only while no page view runs, and page views wait for it
+(plotly read a half-imported pandas when a page view raced the warm-up)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+from helpers.repo import needs_reverse
+
+from ui import decodes, warm
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """A warm-up state of its own (nothing started, no page view under way), and empty decode caches."""
+    for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_importing", False), ("_started", False)):
+        monkeypatch.setattr(warm, name, value)
+    decodes.clear()
+    yield
+    decodes.clear()
+
+
+def test_the_page_modules_are_read_from_every_page_script():
+    modules = warm.page_modules()
+    assert {"streamlit", "ui.catalog", "ui.decodes", "ui.step_player", "ui.panels.train_live", "ui.runs_table",
+            "transformer.analysis.heads"} <= set(modules)
+    assert not [m for m in modules if m.startswith("pages")]
+    warm.load(["transformer.analysis.heads.focus_head", "__future__.annotations"])  # names, not modules: passed by
+
+
+@needs_reverse
+def test_the_warm_up_imports_every_pages_modules_and_analyses_the_default_model(fresh, monkeypatch):
+    analysed = []
+    monkeypatch.setattr(decodes, "analyse_errors", lambda *a: analysed.append(a) or "analysis")
+    warm.warm_up()
+    assert {"pandas", "torch._dynamo", "ui.step_player", "ui.runs_table"} <= set(sys.modules)
+    assert len(analysed) == 1
+
+
+def test_pandas_is_imported_between_page_views_and_views_wait_for_it(fresh, monkeypatch):
+    events = []
+    monkeypatch.setattr(warm, "ALONE", ())
+    monkeypatch.setattr(warm, "load", lambda names: (events.append("load"), time.sleep(0.3), events.append("loaded")))
+    monkeypatch.setattr(warm, "warm_errors", lambda: None)
+    viewing = threading.Event()
+
+    def view(name, hold):
+        with warm.page_view():
+            events.append(f"{name} in")
+            viewing.set()
+            time.sleep(hold)
+            events.append(f"{name} out")
+
+    first = threading.Thread(target=view, args=("first", 0.3))
+    first.start()
+    viewing.wait()
+    warmer = threading.Thread(target=warm.warm_up)
+    warmer.start()  # waits for the first view to end
+    time.sleep(0.1)
+    assert events == ["first in"]
+    first.join()
+    time.sleep(0.05)  # the warm-up now imports ALONE (load sleeps 0.3 s)
+    second = threading.Thread(target=view, args=("second", 0))
+    second.start()
+    second.join()
+    warmer.join()
+    assert events[:5] == ["first in", "first out", "load", "loaded", "second in"], events  # then the other load
+
+
+def test_the_warm_up_starts_once_and_never_under_apptest(fresh, monkeypatch):
+    started = []
+    monkeypatch.setattr(warm, "warm_up", lambda: started.append(1))
+    monkeypatch.setattr(warm.st, "get_option", lambda name: name == "global.appTest")
+    warm.start()
+    assert not started and not warm._started
+    monkeypatch.setattr(warm.st, "get_option", lambda name: False)
+    warm.start()
+    warm.start()
+    time.sleep(0.2)
+    assert started == [1]
+
+
+def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):
+    monkeypatch.setattr(warm, "warm_up", lambda: 1 / 0)
+    warm._warm_quietly()  # no exception
+    with warm.page_view():
+        pass

@@ -1,0 +1,129 @@
+"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules, the
+`torch._dynamo` the Train page's first Trainer imports (1.2-2.4 s of CPU) and the default model's error analysis
+(the "Where it fails" page's first visit, ~1 s). Without it each page's first visit did its own (the Train page's:
+1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py measures first
+visits against a server without it.
+
+Not before the first page: on two cores a browser's own start-up keeps both busy, so a warm-up beside it took as
+long as it saved (the home page's first chart came 0.5 s later with torch imported ahead, docs/MEASUREMENTS.md).
+
+Page views and the warm-up take turns over pandas (`page_view`): two threads may import a module at once through
+`import` statements, which take the module's lock, but plotly reads pandas from sys.modules without importing it,
+and a page view's first figure met a half-imported pandas (AttributeError). So pandas is imported while no page view
+runs, and page views that begin meanwhile wait for it (~0.3 s). A fragment's run does not wait: right after a fresh
+server's first page none is polling.
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import importlib
+import logging
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parents[1]
+THREAD = "warm-up"
+ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
+LATER = ("torch._dynamo",)  # imported after the pages' modules
+WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
+
+_turns = threading.Condition()  # guards the three below
+_views = 0  # page views under way
+_importing = False  # the warm-up imports ALONE
+_started = False  # once per server
+
+
+def page_modules() -> list[str]:
+    """Every module app.py and the page scripts import, read from their import statements (the pages themselves
+    cannot be imported: they are scripts that draw): `import a.b` gives a.b, `from a import b, c` gives a, a.b and
+    a.c, of which `load` imports those that are modules."""
+    from ui.catalog import PAGES
+
+    found: dict[str, None] = {}
+    for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES)]:
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(dict.fromkeys(alias.name for alias in node.names))
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.update(dict.fromkeys([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]))
+    return list(found)
+
+
+def load(names: list[str]) -> None:
+    """Import each of `names` that is a module (a name a `from` statement imports may be a class or function)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a module that is there, missing one it needs: the page will say so
+                raise
+
+
+@contextmanager
+def page_view():
+    """Around a page view (app.py's script run): it waits while the warm-up imports ALONE, which waits for the views
+    under way."""
+    global _views
+    with _turns:
+        _turns.wait_for(lambda: not _importing, WAIT_LIMIT)
+        _views += 1
+    try:
+        yield
+    finally:
+        with _turns:
+            _views -= 1
+            _turns.notify_all()
+
+
+def start() -> None:
+    """Start the warm-up in a thread of its own, once per server; not under AppTest (its tests keep their caches)."""
+    global _started
+    with _turns:
+        if _started or st.get_option("global.appTest"):
+            return
+        _started = True
+    # the model cache's spinner looks for a script run, and says so when there is none: expected here
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        lambda record: record.threadName != THREAD)
+    threading.Thread(target=_warm_quietly, name=THREAD, daemon=True).start()
+
+
+def warm_up() -> None:
+    """ALONE between page views, then every page's modules and LATER, then the default model's error analysis in the
+    "Where it fails" page's default view, into the caches the pages read."""
+    global _importing
+    with _turns:
+        _turns.wait_for(lambda: _views == 0)
+        _importing = True
+    try:
+        load(list(ALONE))
+    finally:
+        with _turns:
+            _importing = False
+            _turns.notify_all()
+    load([*page_modules(), *LATER])
+    warm_errors()
+    gc.freeze()  # as ui/runtime.py does after the first imports: these too stay out of full collections
+
+
+def warm_errors() -> None:
+    """The "Where it fails" page's analysis of the default model, in its default view, into the decode cache."""
+    from ui import decodes
+    from ui import model_registry as registry
+    from ui.tables.errors import ERRORS
+
+    path = registry.shipped_path(registry.DEFAULT_MODEL)
+    decodes.errors(registry.DEFAULT_MODEL, registry.file_version(path), ERRORS.by_name["samples"].default,
+                   ERRORS.by_name["seed"].default)
+
+
+def _warm_quietly() -> None:
+    try:
+        warm_up()
+    except Exception:  # noqa: BLE001 - a failure here shows again, with its message, on the page that meets it
+        pass
