@@ -1,4 +1,5 @@
-"""Attention Playground: entry point. Page config, navigation, and the shared sidebar (active model)."""
+"""Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
+(active model)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,25 @@ from ui.runtime import configure_torch  # noqa: E402  (torch's import takes a se
 
 configure_torch()
 
-navigation: dict[str, list] = {}
-for info in PAGES:
-    where = {"url_path": info.url_path} if info.url_path else {"default": True}
-    navigation.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
-page = st.navigation(navigation)
-
+from ui import language  # noqa: E402
 from ui.sidebar import render_sidebar  # noqa: E402  (after set_page_config)
 from ui.tables import for_page  # noqa: E402
 
+
+def navigation() -> dict[str, list]:
+    """The pages by group, titled in the reader's language."""
+    groups: dict[str, list] = {}
+    for info in PAGES:
+        where = {"url_path": info.url_path} if info.url_path else {"default": True}
+        groups.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
+    return groups
+
+
+language.follow_session()
+before = language.current()
+page = st.navigation(navigation())
 for_page(page.url_path).view().adopt_link()  # before the sidebar, whose model picker a link may set
+if language.current() != before:  # a link in the other language: its navigation is titled afresh
+    st.rerun()
 render_sidebar()
 page.run()

@@ -11,17 +11,20 @@ import streamlit as st
 from transformer import charts
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.export import chart_config, matrix_to_csv
+from transformer.i18n import t
 
 from .markdown import code
 from .sidebar import EXPORT_FORMAT, presenting
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 ALL_HEADS = "all"  # cross_figure's head: every head of every layer, as one grid
-# The one convention for decoder query rows on every page and export, said once under every such chart
-DECODER_ROWS = ("Decoder rows are labelled by the token the decoder **read** at that step (`<s>` first, then its "
-                "own output so far); hover a cell to see the token it **wrote** there.")
 PRESENTER_SCALE = 1.35  # text and chart heights in presenter mode, for the back row
 BASE_FONT_PX = 14  # a figure's text size when it sets none (charts.common.FONT)
+
+
+def decoder_rows() -> str:
+    """The one convention for decoder query rows on every page and export, said once under every such chart."""
+    return t("app.decoder_rows")
 
 
 def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
@@ -62,10 +65,10 @@ def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, *
 
 
 def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, key: str | None = None,
-                 label: str = "Numbers (CSV)") -> None:
+                 label: str | None = None) -> None:
     """A button that downloads the numbers behind a heatmap as CSV (rows and columns labelled)."""
     st.download_button(
-        label,
+        label or t("app.csv"),
         matrix_to_csv(np.asarray(matrix), row_labels, col_labels),
         file_name=f"{filename}.csv",
         mime="text/csv",
@@ -132,9 +135,9 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
     rows, cols = charts.read_labels(written), charts.token_labels(result.source_pieces)
     if head == ALL_HEADS:
         layers, heads = np.shape(result.cross)[:2]
-        title = " · ".join([f"Cross-attention · all {layers} layer(s) × {heads} heads", *([extra] if extra else [])])
+        title = " · ".join([t("app.cross_all_heads", layers=layers, heads=heads), *([extra] if extra else [])])
         return charts.head_grid(result.cross, rows, cols, "cross", title=title, written=written)
-    extra = extra if head is not None else " · ".join(["mean of heads", *([extra] if extra else [])])
+    extra = extra if head is not None else " · ".join([t("app.mean_of_heads"), *([extra] if extra else [])])
     title = charts.attention_title("cross", layer, head, extra=extra)
     return charts.attention_heatmap(cross_weights(result.cross, layer, head), rows, cols, title, written=written)
 
@@ -142,14 +145,14 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
 def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: str, extra: str = "",
                   width: int | None = None, csv: bool = True, caption: bool = True, figure=None) -> None:
     """Show `cross_figure(result, layer, head, extra)` (or `figure`, that figure already built) at its own size
-    (fitted into `width` if given) under the chart key `key`, with the DECODER_ROWS caption unless `caption` is
+    (fitted into `width` if given) under the chart key `key`, with the `decoder_rows` caption unless `caption` is
     False, and a CSV of the weights shown unless `csv` is False."""
     fig = cross_figure(result, layer, head, extra) if figure is None else figure
     if width:
         fit(fig, width)
     show_figure(fig, filename, key=key, width="content")
     if caption:
-        st.caption(DECODER_ROWS)
+        st.caption(decoder_rows())
     if csv:
         rows, cols = charts.read_labels(list(result.output_pieces)), charts.token_labels(result.source_pieces)
         csv_download(cross_weights(result.cross, layer, head), rows, cols, filename, key=f"csv-{key}")
@@ -157,4 +160,4 @@ def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: s
 
 def output(text: str) -> str:
     """A model's output for markdown: in code style, or a note when it is empty."""
-    return code(text) if text else "*(nothing: it ended with `</s>` at once)*"
+    return code(text) if text else t("app.empty_output")

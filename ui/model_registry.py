@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from transformer.bundle import ModelBundle
+from transformer.i18n import t
 from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
 from transformer.store.model_store import ModelStore, StoreError
 
@@ -28,6 +29,8 @@ DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
 OPENED = "opened_positions"  # session_state: the position-scheme models this session opened (`positions:<scheme>`)
+LABELS = {"shipped": "app.origin.shipped", "trained": "app.origin.trained", "uploaded": "app.origin.uploaded",
+          "snapshot": "app.origin.snapshot"}  # a model's name in the picker, by origin: "{name} (pretrained)"
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,15 @@ class ModelEntry:
     path: Path | None = None
 
 
-@st.cache_resource(show_spinner="Loading model…", max_entries=16)
+_loaded: set[tuple] = set()  # the files _load_shipped has read in this process
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
 def _load_shipped(path: str, mtime_ns: int, size: int) -> ModelBundle:
     """Shared by all sessions and never mutated; the file's mtime and size key the cache."""
-    return load_bundle(path)
+    bundle = load_bundle(path)
+    _loaded.add((path, mtime_ns, size))
+    return bundle
 
 
 def _session_models() -> dict[str, tuple[str, ModelBundle]]:
@@ -66,7 +74,7 @@ def shipped_key(path: Path) -> str:
 
 
 def shipped_entries() -> list[ModelEntry]:
-    return [ModelEntry(shipped_key(i.path), f"{i.path.stem} (pretrained)", "shipped", i.path)
+    return [ModelEntry(shipped_key(i.path), t(LABELS["shipped"], name=i.path.stem), "shipped", i.path)
             for i in shipped_infos() if i.error is None]
 
 
@@ -76,10 +84,11 @@ def entries() -> dict[str, ModelEntry]:
     models = position_models()
     for scheme in st.session_state.get(OPENED, ()):
         if scheme in models:
-            found[f"positions:{scheme}"] = ModelEntry(f"positions:{scheme}", f"positions/{scheme} (pretrained)",
-                                                     "shipped", models[scheme])
+            found[f"positions:{scheme}"] = ModelEntry(f"positions:{scheme}",
+                                                     t(LABELS["shipped"], name=f"positions/{scheme}"), "shipped",
+                                                     models[scheme])
     for key, (origin, bundle) in _session_models().items():
-        found[key] = ModelEntry(key, f"{bundle.name} ({origin})", origin)
+        found[key] = ModelEntry(key, t(LABELS[origin], name=bundle.name), origin)
     return found
 
 
@@ -93,7 +102,11 @@ def version(key: str) -> int:
 def load_file(path: Path) -> ModelBundle:
     """A checkpoint shipped under assets/checkpoints, loaded once and shared read-only like the listed ones."""
     stat = path.stat()
-    return _load_shipped(str(path), stat.st_mtime_ns, stat.st_size)
+    file = (str(path), stat.st_mtime_ns, stat.st_size)
+    if file in _loaded:
+        return _load_shipped(*file)
+    with st.spinner(t("app.loading_model")):  # a spinner in the reader's language, for a first load only
+        return _load_shipped(*file)
 
 
 def position_models() -> dict[str, Path]:

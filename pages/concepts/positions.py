@@ -333,7 +333,7 @@ def without_positions(view: View, key: str, bundle, text: str) -> None:
     if alignment is not None:
         st.caption(f"Layer {layer + 1}, head {head + 1}: the head whose cross-attention best follows the "
                    "expected alignment in the normal decode, shown for both; columns: the source tokens. "
-                   + display.DECODER_ROWS)
+                   + display.decoder_rows())
     view.sync_url()
 
 

@@ -29,9 +29,9 @@ from transformer.network.tokenizers import TokenizerError
 KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",
               "decoder_self": "Decoder self-attention"}
 KIND_HELP = {
-    "cross": display.DECODER_ROWS + " Columns: the source tokens.",
+    "cross": display.decoder_rows() + " Columns: the source tokens.",
     "encoder_self": "Rows and columns: the source tokens. Each source token gathers context from the others.",
-    "decoder_self": display.DECODER_ROWS + " Columns: the same tokens read. The causal mask hides later "
+    "decoder_self": display.decoder_rows() + " Columns: the same tokens read. The causal mask hides later "
                     "positions (grey ×), so every row only sees the prefix up to itself.",
 }
 IMAGE_MIME = {"png": "image/png", "svg": "image/svg+xml"}

@@ -18,7 +18,7 @@ from ui.runs_table import shape_text
 from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.compare import COMPARE
-from ui.widgets import NO_MODEL, finish, header, input_picker, verdict
+from ui.widgets import finish, header, input_picker, no_model, verdict
 from transformer import charts
 from transformer.analysis.attention_maps import AttentionMap
 from transformer.network.budget import BudgetError, evaluation_estimate
@@ -238,7 +238,7 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
                 display.csv_download(shown[0], shown[1], shown[2], f"{stem}_{side.letter}",
                                      key=f"csv-compare_{side.letter}", label=f"{side.letter}: numbers (CSV)")
     st.caption("Both heads on one fixed 0..1 colour scale: one colour means one weight in either." +
-               ("" if kind == "encoder_self" else " " + display.DECODER_ROWS))
+               ("" if kind == "encoder_self" else " " + display.decoder_rows()))
     st.markdown("**Where they differ (A − B)**")
     why = mismatch(sides, heads, layer, head)
     if why is not None:
@@ -363,7 +363,7 @@ def main() -> None:
     notes = intro()
     entries = registry.entries()
     if not entries:
-        st.warning(NO_MODEL, icon=":material/info:")
+        st.warning(no_model(), icon=":material/info:")
         finish(view, notes)
         return
     a, b = pick_models(view, entries)

@@ -16,7 +16,7 @@ from ui.markdown import literal
 from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
 from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
-from ui.widgets import NO_MODEL, finish, header
+from ui.widgets import finish, header, no_model
 from transformer.network.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
 from transformer.store.cards import metrics_source
@@ -321,7 +321,7 @@ def main() -> None:
     notes = intro()
     entries = registry.entries()
     if not entries:
-        st.warning(NO_MODEL, icon=":material/info:")
+        st.warning(no_model(), icon=":material/info:")
     else:
         table_section(view, entries)
         left, right = st.columns([1, 1], gap="large")

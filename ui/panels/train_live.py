@@ -117,7 +117,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
         rows, cols = probe_labels(result)
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
-    st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
+    st.caption(display.decoder_rows() + " Columns: the input tokens.")
     return step
 
 

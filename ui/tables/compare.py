@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ui import model_registry as registry
 from ui.state import Choice, Int, LinkError, StateTable, Text, quoted, register
 from ui.tables.attention import KINDS
-from ui.tables.shared import PRESENTER, ModelProp
+from ui.tables.shared import LANG, PRESENTER, ModelProp
 
 
 @dataclass(frozen=True)
@@ -37,4 +37,5 @@ COMPARE = register(StateTable("compare", (
     Int("samples", default=200, lo=20, hi=2000),
     Int("seed", default=7, lo=0, hi=2**31 - 1),
     PRESENTER,
+    LANG,
 )))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, quoted, register
-from ui.tables.shared import MODEL, PRESENTER
+from ui.tables.shared import LANG, MODEL, PRESENTER
 
 MAX_DIMS = 8  # curves plotted at once
 
@@ -66,4 +66,5 @@ POSITIONS = register(StateTable("positions", (
     Int("key_pos", default=0, lo=0, hi=1023, depends_on=("model", "text")),
     Int("head", default=1, lo=1, hi=16, depends_on=("model",)),
     PRESENTER,
+    LANG,
 )))

@@ -28,7 +28,7 @@ from ui.run_settings import (
     TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, task_defaults,
 )
 from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
-from ui.tables.shared import PRESENTER
+from ui.tables.shared import LANG, PRESENTER
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,7 @@ TRAIN = register(StateTable("train", (
     Int("snapshot", default=None, lo=0, hi=10**9, url=False),
     Text("name", default=None, max_chars=60, url=False),
     PRESENTER,
+    LANG,
 )))
 
 
