@@ -88,6 +88,17 @@ def t(key: str, /, **values) -> str:
     return text.format(**values)
 
 
+class Localized:
+    """A class attribute whose value is a catalog entry, read in the current language (a task's title); an
+    instance may set its own (a custom task's title, the user's words)."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __get__(self, instance, owner=None) -> str:
+        return t(self.key)
+
+
 class Texts(Mapping):
     """A mapping whose values are catalog keys, read as their text in the current language: a module-level
     table of names (e.g. attention kinds) that follows the reader's language."""

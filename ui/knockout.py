@@ -6,18 +6,17 @@ from __future__ import annotations
 import streamlit as st
 
 from transformer.analysis.ablation import MODES, Head, all_heads
+from transformer.charts import KIND_SHORT
 from transformer.i18n import Texts, t
 from ui.display import output
 from ui.state import View
 from ui.widgets import verdict
 
 MODE_NAMES = Texts({"zero": "app.knock.zeros", "mean": "app.knock.mean"})
-SHORT_KINDS = Texts({"encoder_self": "app.kind.encoder_self", "decoder_self": "app.kind.decoder_self",
-                     "cross": "app.kind.cross"})  # an attention kind in a few words
 
 
 def head_name(head: Head) -> str:
-    return f"{SHORT_KINDS[head.kind]} · L{head.layer + 1} H{head.head + 1}"
+    return f"{KIND_SHORT[head.kind]} · L{head.layer + 1} H{head.head + 1}"
 
 
 def picked(view: View, model) -> tuple[tuple[Head, ...], str]:

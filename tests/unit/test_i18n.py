@@ -73,7 +73,7 @@ def test_the_app_source_picks_the_language_and_using_overrides_it():
 
 
 def test_a_table_of_keys_reads_in_the_current_language():
-    kinds = Texts({"cross": "app.kind.cross"})
+    kinds = Texts({"cross": "charts.kind_short.cross"})
     assert dict(kinds) == {"cross": "Cross"} and kinds.get("cross") == "Cross" and len(kinds) == 1
     with using("zh"):
         assert kinds["cross"] == "交叉注意力"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from transformer.i18n import Localized
 from transformer.network.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
 
@@ -275,8 +276,8 @@ class CustomTask(Task):
     """(source, target) pairs of your own: from `data` (TSV/CSV text, checked by `parse_pairs`), or, without
     it, from the stored fields a checkpoint keeps (see the module docstring)."""
 
-    name, title = "custom", "Your own data"
-    description = "Your own (source, target) pairs from a TSV or CSV file or pasted text."
+    name, title = "custom", Localized("tasks.custom.title")  # an instance's title: the user's
+    description = Localized("tasks.custom.description")
 
     def __init__(self, data: str | None = None, title: str = "my data", tokenization: str = "char", **stored):
         title = _text("title", title, 1, MAX_TITLE)

@@ -7,6 +7,7 @@ import re
 import string
 from datetime import date, timedelta
 
+from transformer.i18n import Localized
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int
 
@@ -95,9 +96,8 @@ class Dates(Task):
     accepts one- or two-digit days and months. Any real date with a four-digit year is a valid input,
     the year range only bounds what is generated."""
 
-    name, title = "dates", "Normalise dates"
-    description = ("Rewrite a date as ISO 8601: 'March 3, 2021', '3rd of March 2021' or '03/03/2021' (US order, "
-                   "month first) -> '2021-03-03'.")
+    name, title = "dates", Localized("tasks.dates.title")
+    description = Localized("tasks.dates.description")
     alphabet = "".join(sorted({c for f in DATE_FORMATS for d in _LEAP_YEAR for c in f.render(d)} | set("-")))
 
     def __init__(self, min_year: int = 1950, max_year: int = 2049):

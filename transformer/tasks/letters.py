@@ -8,6 +8,7 @@ from abc import abstractmethod
 
 import torch
 
+from transformer.i18n import Localized
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
@@ -87,8 +88,8 @@ class LetterTask(Task):
 
 
 class Reverse(LetterTask):
-    name, title = "reverse", "Reverse a string"
-    description = "Write the letters backwards: 'abc' -> 'cba'. Cross-attention learns an anti-diagonal."
+    name, title = "reverse", Localized("tasks.reverse.title")
+    description = Localized("tasks.reverse.description")
 
     def _permute(self, letters, lengths):
         index = (lengths[:, None] - 1 - torch.arange(letters.size(1))[None, :]).clamp(min=0)
@@ -99,8 +100,8 @@ class Reverse(LetterTask):
 
 
 class Copy(LetterTask):
-    name, title = "copy", "Copy a string"
-    description = "Write the letters again unchanged: 'abc' -> 'abc'. Cross-attention learns the diagonal."
+    name, title = "copy", Localized("tasks.copy.title")
+    description = Localized("tasks.copy.description")
 
     def _permute(self, letters, lengths):
         return letters
@@ -110,8 +111,8 @@ class Copy(LetterTask):
 
 
 class Sort(LetterTask):
-    name, title = "sort", "Sort the letters"
-    description = "Put the letters in alphabetical order: 'dab' -> 'abd'. Each output looks up its letter."
+    name, title = "sort", Localized("tasks.sort.title")
+    description = Localized("tasks.sort.description")
 
     def _permute(self, letters, lengths):
         big = letters.masked_fill(letters < 0, len(self.alphabet))  # padding sorts last

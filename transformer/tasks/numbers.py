@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from transformer.i18n import Localized
 from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int
 
@@ -85,9 +86,8 @@ class Numbers(Task):
     `alignment` is None: which source piece a target piece should attend to depends on the trained
     tokenizer's pieces, which `alignment(source)` does not know."""
 
-    name, title = "numbers", "Numbers: English to German"
-    description = ("Translate number words: 'forty-two' -> 'zweiundvierzig'. German says the units before the "
-                   "tens, so attention must jump back and forth.")
+    name, title = "numbers", Localized("tasks.numbers.title")
+    description = Localized("tasks.numbers.description")
     corpus_pairs, vocab_size, boundary = 2000, 300, "|"
 
     def __init__(self, max_value: int = 999):

@@ -99,8 +99,8 @@ def sampling_chart(bundle, drawn: SampleResult, t: int, shown: int = 8) -> None:
     ids = step.probs.argsort(descending=True, stable=True)[:shown].tolist()
     ids += [] if step.token in ids else [step.token]
     fig = sampling_bars([bundle.tokenizer.piece(i) for i in ids],
-                        {"model": step.probs[ids].numpy(), "after temperature": step.tempered[ids].numpy(),
-                         "after top-k / top-p": step.filtered[ids].numpy()},
+                        {"model": step.probs[ids].numpy(), "tempered": step.tempered[ids].numpy(),
+                         "filtered": step.filtered[ids].numpy()},
                         drawn=step.piece, title=f"Sampling distributions · step {t + 1}")
     show_figure(fig, chart_filename(bundle.task.name, "sampling", step=t), key="decode_chart_sampling")
     st.markdown(f"**Step {t + 1}:** drew **{code(token_text(step.piece))}** (outlined) with probability "
