@@ -11,7 +11,8 @@ import streamlit as st
 from transformer import charts
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.export import chart_config, matrix_to_csv
-from transformer.i18n import t
+from transformer.charts.fonts import export_language
+from transformer.i18n import language, t, using
 
 from .markdown import code
 from .sidebar import EXPORT_FORMAT, presenting
@@ -62,6 +63,18 @@ def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, *
         fig = presenter_sized(fig)
     return st.plotly_chart(fig, config=chart_config(filename, fmt), key=key,
                            on_select=on_select or "ignore", **kwargs)
+
+
+def for_export(build) -> go.Figure:
+    """The figure `build()` makes, for a server-side image: in the reader's language, or in English where this
+    server has no CJK font (fonts.export_language), so an exported chart never shows boxes for Chinese."""
+    with using(export_language()):
+        return build()
+
+
+def export_note() -> str | None:
+    """What an export offer says when its images come out in English for want of a CJK font; None otherwise."""
+    return None if export_language() == language() else ":material/info: " + t("app.no_cjk_font")
 
 
 def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, key: str | None = None,
