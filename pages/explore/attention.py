@@ -352,7 +352,7 @@ def head_importance(view: View, key: str, version: int, task_name: str) -> None:
         display.show_figure(curve, f"{stem}_removal", key="attention_removal_curve", width="content")
         table = pd.DataFrame([{t("attention.importance.kind"): charts.KIND_TITLES[h["kind"]],
                                t("masks.layer"): h["layer"] + 1, t("masks.head"): h["head"] + 1,
-                               t("charts.exact_match"): h["exact_match"], t("charts.ablation.drop"): h["drop"]}
+                               t("errors.exact_match"): h["exact_match"], t("attention.importance.drop"): h["drop"]}
                               for h in result["heads"]])
         st.download_button(t("app.csv"), table.to_csv(index=False), file_name=f"{stem}.csv", mime="text/csv",
                            key="attention_importance_csv", on_click="ignore", icon=":material/download:")

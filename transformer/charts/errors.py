@@ -16,6 +16,8 @@ METRICS = Texts({"exact_match": "charts.exact_match", "token_accuracy": "charts.
 # position scheme -> line colour and marker (Okabe-Ito; markers tell the lines apart without colour)
 SCHEME_STYLES = {"sinusoidal": ("#0072B2", "circle"), "learned": ("#E69F00", "square"),
                  "rope": ("#CC79A7", "diamond"), "alibi": ("#009E73", "triangle-up"), "none": ("#666", "x")}
+SCHEMES = Texts({"sinusoidal": "charts.scheme.sinusoidal", "learned": "charts.scheme.learned",
+                 "rope": "charts.scheme.rope", "alibi": "charts.scheme.alibi", "none": "charts.scheme.none"})
 TRAINED_FILL = "rgba(0, 158, 115, 0.13)"
 
 
@@ -80,14 +82,15 @@ def scheme_lengths(lengths, curves: dict[str, dict[str, np.ndarray]], trained: t
     traces = []
     for scheme, values in curves.items():
         color, symbol = SCHEME_STYLES.get(scheme, ("#444", "circle"))
+        name = SCHEMES.get(scheme, scheme)
         for i, metric in enumerate(metrics):
             y = np.asarray(values[metric], dtype=np.float32)
             if y.shape != x.shape:
                 raise ValueError(f"{scheme} {metric}: {y.shape[0] if y.ndim else 0} values for {x.shape[0]} lengths")
             traces.append(go.Scatter(
-                x=x, y=y, name=scheme, legendgroup=scheme, showlegend=i == 0, mode="lines+markers",
+                x=x, y=y, name=name, legendgroup=scheme, showlegend=i == 0, mode="lines+markers",
                 line=dict(color=color, width=2.5), marker=dict(size=8, symbol=symbol), **panel_axes(i),
-                hovertemplate=f"{scheme}<br>" + t("charts.hover.length", name=METRICS.get(metric, metric)) + EXTRA))
+                hovertemplate=f"{name}<br>" + t("charts.hover.length", name=METRICS.get(metric, metric)) + EXTRA))
     span = [float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None
     panels = side_by_side([METRICS.get(m, m) for m in metrics], 0.08,
                           dict(title=dict(text=t("charts.errors.input_length")), range=span, gridcolor="#eee"),
