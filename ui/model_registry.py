@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from transformer.bundle import ModelBundle
-from transformer.i18n import t
+from transformer.i18n import Texts, t
 from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
 from transformer.store.model_store import ModelStore, StoreError
 
@@ -29,6 +29,8 @@ DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
 OPENED = "opened_positions"  # session_state: the position-scheme models this session opened (`positions:<scheme>`)
+ORIGINS_SAID = Texts({"shipped": "app.origin_name.shipped", "trained": "app.origin_name.trained",
+                      "uploaded": "app.origin_name.uploaded", "snapshot": "app.origin_name.snapshot"})  # in words
 LABELS = {"shipped": "app.origin.shipped", "trained": "app.origin.trained", "uploaded": "app.origin.uploaded",
           "snapshot": "app.origin.snapshot"}  # a model's name in the picker, by origin: "{name} (pretrained)"
 

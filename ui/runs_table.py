@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from transformer.i18n import t
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.tasks import TASKS
 
@@ -38,7 +39,8 @@ class Row:
 
 def shape_text(config: dict) -> str:
     """"2+2 × 4 heads, d 64": encoder + decoder layers, heads, d_model."""
-    return f"{config['n_enc_layers']}+{config['n_dec_layers']} × {config['n_heads']} heads, d {config['d_model']}"
+    return t("runs.shape", enc=config["n_enc_layers"], dec=config["n_dec_layers"], heads=config["n_heads"],
+             d_model=config["d_model"])
 
 
 def _settings(train: dict | None) -> str:
