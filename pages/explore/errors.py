@@ -213,7 +213,7 @@ def position_schemes(view: View) -> None:
         return
     first = registry.load_file(next(iter(files.values())))
     trained, positions = trained_lengths(first.task), first.config.max_len
-    names = t("app.list_comma").join(SCHEMES.get(scheme, scheme) for scheme in files)
+    names = t("app.list_items").join(SCHEMES.get(scheme, scheme) for scheme in files)
     st.markdown(t("errors.schemes.text", n=len(files), schemes=names, lo=trained[0], hi=trained[1],
                   longest=positions - 1))
     if not view.widget("schemes", st.toggle, t("errors.schemes.toggle"), help=t("errors.schemes.toggle_help",
