@@ -18,11 +18,14 @@ budget (transformer.network.budget: AP_RUN_BUDGET_MB, AP_MODEL_BUDGET_MB) is ref
 Every JSON output is strict JSON: a non-finite number is written as null, and `decode --json` then says
 how many there were. Negative numbers are values (`--lr -1`, `--lr -inf`), never taken for flags.
 Checkpoints ending in `.pt` are read as PyTorch state dicts (see `checkpoints.load_state_dict_file`).
+Text is UTF-8 whatever the locale (LANG=C, none, one that is not UTF-8): stdout and stderr are written as UTF-8, and
+--input, --name and a --task-file's name are read as the UTF-8 bytes typed; JSON escapes what is not ASCII.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import math
 import os
@@ -56,6 +59,7 @@ BAR_WIDTH = 20
 MAX_PARAM_DEPTH = 16  # nesting levels a --task-param value may have (task parameters are plain numbers)
 REFERENCE_PAIRS = 500  # held-out pairs whose head outputs `ablate --mode mean` averages (a seed apart from the scored)
 MAX_MESSAGE = 500  # characters of an error line (a message may quote a huge input)
+TASK_WIDTH = max(map(len, [*TASKS, CustomTask.name]))  # the task column of `models`
 
 # flag -> (ModelConfig / TrainConfig field, type, help); unset flags keep the library's defaults.
 MODEL_OPTIONS = {
@@ -123,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, type=Path, help="checkpoint path (.safetensors)")
     train.add_argument("--force", action="store_true",
                        help="allow --out to replace or add a shipped model in assets/checkpoints")
-    train.add_argument("--name", help="model name shown in the app (default: task-steps)")
+    train.add_argument("--name", type=typed_text, help="model name shown in the app (default: task-steps)")
     model_defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING} | MODEL_DEFAULTS
     for title, options, prefix, defaults in (
         ("model", MODEL_OPTIONS, "model_", model_defaults),
@@ -149,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     decode = commands.add_parser("decode", help="decode one input, optionally as JSON with attention")
     decode.add_argument("--checkpoint", required=True, type=Path)
-    decode.add_argument("--input", required=True)
+    decode.add_argument("--input", required=True, type=typed_text)
     decode.add_argument("--json", action="store_true", help="steps, top-k and attention as one JSON object")
     decode.add_argument("--beam", type=int, help="beam search of this width instead of greedy")
     decode.add_argument("--topk", type=int, default=5, help="candidates listed per step with --json")
@@ -181,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    utf8_streams()
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
@@ -192,6 +197,24 @@ def main(argv: list[str] | None = None) -> int:
         message = "out of memory (lower AP_MODEL_BUDGET_MB / AP_RUN_BUDGET_MB so that such work is refused)"
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+def utf8_streams() -> None:
+    """Write stdout and stderr as UTF-8 where the locale chose another encoding (Python leaves UTF-8 mode off
+    under, e.g., PYTHONUTF8=0 LANG=C: ASCII, where a Chinese answer or message could not be printed)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        if codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)
+
+
+def typed_text(value: str) -> str:
+    """A text argument as typed: UTF-8 bytes that a non-UTF-8 locale decoded otherwise (under ASCII to surrogate
+    escapes) are decoded as UTF-8 again; anything else is kept."""
+    try:
+        return os.fsencode(value).decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 def _one_line(text: str) -> str:
@@ -299,7 +322,7 @@ def custom_task_params(args: argparse.Namespace) -> dict:
         raise ValueError(f"{args.task_file}: " + " · ".join(parsed.problems))
     for note in parsed.notes:
         print(f"{args.task_file}: {note}", file=sys.stderr)
-    title = args.task_file.stem[:64].strip() or "my data"
+    title = typed_text(args.task_file.stem)[:64].strip() or "my data"
     return {"data": parsed.text, "title": title, "tokenization": args.tokenization}
 
 
@@ -528,6 +551,6 @@ def run_models(args: argparse.Namespace) -> int:
         exact = info.card.get("exact_match")
         shown = f"{exact:.1%}" if isinstance(exact, (int, float)) else "-"
         notes = f"  ({len(info.notes)} card field(s) dropped as invalid)" if info.notes else ""
-        print(f"{_one_line(info.name):<16} task {info.task:<9} {info.parameters:>9,} params  exact {shown:>6}  "
-              f"{info.size / 1e6:.2f} MB  {_one_line(info.created)}  {info.path}{notes}")
+        print(f"{_one_line(info.name):<16} task {info.task:<{TASK_WIDTH}} {info.parameters:>9,} params  "
+              f"exact {shown:>6}  {info.size / 1e6:.2f} MB  {_one_line(info.created)}  {info.path}{notes}")
     return 0

@@ -35,11 +35,11 @@ SCHEDULE_LABELS = {"linear": "Linear decay", "cosine": "Cosine decay"}
 
 def task_defaults(task: str) -> dict[str, int]:
     """A task's parameters and their defaults, read from its constructor (none for your own data, whose data,
-    title and tokenisation the page takes apart)."""
+    title and tokenisation the page takes apart, nor for a task without its own constructor: Task's **params)."""
     if task not in TASKS:
         return {}
     params = inspect.signature(TASKS[task].__init__).parameters
-    return {name: p.default for name, p in params.items() if name != "self"}
+    return {name: p.default for name, p in params.items() if name != "self" and p.kind != p.VAR_KEYWORD}
 
 
 def task_class(name: str) -> type[Task]:

@@ -33,11 +33,14 @@ from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
 from transformer.runs import make_job
+from transformer.runs.job import Job
 from transformer.runs.probe import Probe, ProbeResult
 from transformer.runs.process_job import ProcessJob
 from transformer.runs.queue import QueueFullError, RunQueue
 from transformer.runs.ray_job import CONNECT_TRIES, RAY_ADDRESS_ENV, RayJob, _Connector, _TrainingActor
+from transformer.runs.thread_job import TrainingJob
 from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 if importlib.util.find_spec("ray") is None:  # CI installs it (requirements-dev.txt has requirements-cluster.txt)
     if os.environ.get("CI"):
@@ -219,6 +222,37 @@ def make(cluster):
 
 
 # -- lifecycle ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["thread", "process", "ray"])
+def test_every_backend_keeps_the_job_interface(backend, request):
+    """One script for the three backends of transformer.runs.job.Job: idle, step(n) then paused at n, resume,
+    pause where it stays, the probe's text changed, the weights at the step shown, stop and join."""
+    if backend == "thread":
+        job = TrainingJob(Trainer(TINY_TRAIN, TINY_MODEL), probe=Probe("ab"), probe_every=5)
+    elif backend == "process":
+        job = ProcessJob(TINY_TRAIN, TINY_MODEL, queue=RunQueue(limit=1), probe=Probe("ab"), probe_every=5)
+    else:
+        job = request.getfixturevalue("make")(probe=Probe("ab"), probe_every=5)
+    assert isinstance(job, Job)
+    try:
+        assert job.snapshot().state == "idle" and job.position() is None
+        job.step(3)
+        wait_for(lambda: job.snapshot().state == "paused" and job.snapshot().step == 3, what="three steps")
+        assert job.position() is None  # a paused run holds no training slot
+        job.set_probe_text("ba")
+        job.resume()
+        wait_for(lambda: job.snapshot().step >= 10, what="training on")
+        job.pause()
+        paused = job.snapshot()
+        assert paused.state == "paused" and job.bundle().card["steps"] == paused.step
+        time.sleep(0.3)
+        assert job.snapshot().step == paused.step
+        assert any(result.source == "ba" for step, result in paused.probes if step > 3)
+    finally:
+        job.stop()
+    assert job.join(30) and job.snapshot().state == "stopped"
+    assert job.bundle().card["steps"] == job.snapshot().step
+
+
 def test_the_lifecycle_and_nothing_listens_beyond_loopback(cluster, make):
     job = make(probe=TextProbe("ab", delay=0.02), probe_every=1)  # a slow probe: every step takes 20+ ms
     job.start(paused=True)

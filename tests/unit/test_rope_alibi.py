@@ -199,7 +199,8 @@ def test_alibi_slopes_follow_the_paper():
 
 # Shipped checkpoints decode as recorded (greedy output of the task's first example; sum of the teacher-forced
 # log-probs of 4 held-out pairs, seed 11): reverse, copy and sort recorded with the code before RoPE / ALiBi existed,
-# addition, dates and numbers when they were rebuilt smaller (058367e). A rebuilt file fails until it is recorded.
+# addition, dates and numbers when they were rebuilt smaller (058367e), zh_numbers when it was added. A rebuilt file
+# fails until it is recorded.
 OLD = {  # name: (sha256 prefix of the file, output, log-prob sum)
     "reverse": ("1d74e66c279158da", "hbzkwtqhmxfsvd", -27085.3438),
     "copy": ("14a1ab5d59456ef0", "dvsfxmhqtwkzbh", -25986.9590),
@@ -207,6 +208,7 @@ OLD = {  # name: (sha256 prefix of the file, output, log-prob sum)
     "addition": ("139c8491ae83123f", "1443", -5569.6504),
     "dates": ("412e22f1f30d6297", "2036-04-07", -44783.3281),
     "numbers": ("d2759ec21781a671", "achtundsiebzig", -115854.9141),
+    "zh_numbers": ("c68e53989f4b6ef4", "二百零六", -143300.6094),
 }
 
 

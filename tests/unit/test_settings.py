@@ -56,3 +56,10 @@ def test_no_other_module_reads_an_ap_variable():
     offenders = [f for f in files if f.endswith(".py") and f != "transformer/settings.py"
                  and reads.search((ROOT / f).read_text())]
     assert offenders == []
+
+
+def test_every_setting_is_documented_for_whoever_hosts_a_class():
+    """docs/SERVING.md's settings table names every setting, and no setting the code does not have."""
+    text = (ROOT / "docs" / "SERVING.md").read_text()
+    documented = set(re.findall(r"^\| `(AP_\w+)` \|", text, flags=re.M))
+    assert documented == set(SETTINGS)

@@ -295,12 +295,12 @@ def test_numbers_tokenizer_is_seeded_and_splits_german_units_before_tens(tasks):
 
 
 def test_registry_names_and_letter_tasks():
-    assert set(TASKS) == {"reverse", "copy", "sort", "addition", "dates", "numbers"}
+    assert set(TASKS) == {"reverse", "copy", "sort", "addition", "dates", "numbers", "zh_numbers"}
     assert all(TASKS[name].name == name for name in TASKS)
     assert issubclass(TASKS["reverse"], LetterTask)
 
 
-@pytest.mark.parametrize("name", ["addition", "dates", "numbers"])
+@pytest.mark.parametrize("name", ["addition", "dates", "numbers", "zh_numbers"])
 def test_heldout_draws_are_varied(name):
     """No handful of tiny inputs dominates evaluation: 1000 held-out draws hold many distinct sources."""
     sources = [s for s, _ in make_task(name).pairs(1000, seed=0, split="heldout")]

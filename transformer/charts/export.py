@@ -79,7 +79,7 @@ class _Renderer:
 
     @staticmethod
     async def _open(path: str):
-        import kaleido
+        import kaleido  # function-local: 0.1 s to import, needed only when a figure is exported on the server
 
         # Rendering needs no network (the page and plotly.js are local); a proxy that refuses everything keeps
         # Chromium's own background lookups (accounts, updates, search engines) from leaving the machine.
@@ -115,7 +115,7 @@ def image_export_available() -> tuple[bool, str]:
     if _state["failure"]:
         return False, _state["failure"]
     try:
-        import kaleido  # noqa: F401
+        import kaleido  # noqa: F401  (function-local: see _open)
     except ImportError:
         return False, "the kaleido package is not installed"
     path = browser_path()
@@ -200,7 +200,7 @@ def matrix_to_csv(matrix, row_labels: list[str], col_labels: list[str], corner: 
     if values.ndim != 2 or values.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"matrix of shape {values.shape} for {len(row_labels)} x {len(col_labels)} labels")
     rows, cols = ([html.unescape(str(label)) for label in labels] for labels in (row_labels, col_labels))
-    import pandas as pd  # here, not at the top: its 0.3 s import would delay every page's first chart
+    import pandas as pd  # function-local: its 0.3 s import would delay every page's first chart
 
     frame = pd.DataFrame(values, index=pd.Index(rows, name=corner), columns=cols)
     return frame.to_csv()

@@ -56,6 +56,7 @@ for ProcessJob's pipe), hence POLL_EVERY. tests/unit/test_ray_jobs.py: a SIGKILL
 from __future__ import annotations
 
 import collections
+import importlib.util
 import logging
 import os
 import pickle
@@ -86,12 +87,16 @@ _connector: _Connector | None = None
 
 
 def ray_available() -> bool:
-    """Whether `ray` can be imported here."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether `ray` can be imported here (without importing it)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+def _ray():
+    """The `ray` module. Imported on first use only: it is an optional extra (requirements-cluster.txt), and its
+    import takes seconds that a server without a cluster should not pay."""
+    import ray  # function-local: optional, and slow to import
+
+    return ray
 
 
 def configured_address() -> str | None:
@@ -105,8 +110,7 @@ def connect(address: str | None = None, timeout: float | None = None) -> None:
     thread of its own: ConnectionError when it failed, or when it has not succeeded within `timeout` seconds
     (default AP_RAY_CONNECT_TIMEOUT, 60; an unreachable address can make ray.init retry for many minutes,
     and a page must not wait that long; that attempt goes on, and the next call waits for it again)."""
-    import ray
-
+    ray = _ray()
     global _connector
     if ray.is_initialized():
         return
@@ -140,8 +144,7 @@ class _Connector(threading.Thread):
         self.error: str | None = None
 
     def run(self) -> None:
-        import ray
-
+        ray = _ray()
         for _ in range(CONNECT_TRIES):
             try:
                 ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False,
@@ -222,8 +225,7 @@ class _TrainingActor:
 
     def where(self) -> dict:
         """Which process on which node runs this actor."""
-        import ray
-
+        ray = _ray()
         context = ray.get_runtime_context()
         return {"pid": os.getpid(), "node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address()}
 
@@ -240,8 +242,7 @@ class _TrainingActor:
 
 def _remote_class():
     global _actor_class
-    import ray
-
+    ray = _ray()
     if _actor_class is None:
         _actor_class = ray.remote(_TrainingActor)
     return _actor_class
@@ -277,8 +278,7 @@ class RayJob(worker.ProcessJob):
         return None if where is None else where["node_ip"]
 
     def _check_fits(self) -> None:
-        import ray
-
+        ray = _ray()
         nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
         need = {"CPU": self._resources["num_cpus"], "GPU": self._resources["num_gpus"]}
         if not any(all(res.get(key, 0) >= amount for key, amount in need.items() if amount) for res in nodes):
@@ -292,8 +292,7 @@ class RayJob(worker.ProcessJob):
         self._wake.set()
 
     def _terminate(self) -> None:
-        import ray
-
+        ray = _ray()
         try:
             ray.kill(self._proc, no_restart=True)
         except Exception:  # noqa: BLE001 - gone already: the reader reports it
@@ -314,8 +313,9 @@ class RayJob(worker.ProcessJob):
 
     # -- the reader thread ----------------------------------------------------------------------------
     def _exchange_loop(self, actor) -> None:
-        import ray
-        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError
+        ray = _ray()
+        ActorDiedError, ActorUnavailableError, RayError = (  # ray's exception classes
+            ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError, ray.exceptions.RayError)
 
         lost: BaseException | None = None
         try:

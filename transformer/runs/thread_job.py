@@ -128,9 +128,9 @@ class TrainingJob(Job):
         return self._thread.ident is None or self._ended.wait(timeout)
 
     def position(self) -> int | None:
-        """0 while the thread lives (it never waits in a line: a full process refuses it), else None."""
+        """0 while it steps (it never waits in a line: a full process refuses it), else None."""
         with self._state:
-            return 0 if self._status in ("running", "paused") else None
+            return 0 if self._status == "running" else None
 
     def _settle(self, timeout: float) -> None:
         """Wait until the thread is between steps (it finishes the step under way first)."""

@@ -33,6 +33,7 @@ import re
 from datetime import datetime
 
 from transformer.i18n import t
+from transformer.training.config import TRAIN_BOUNDS
 
 MAX_FIELDS = 64
 DECODINGS = {"greedy": "cards.greedy", "teacher_forced": "cards.teacher_forced"}  # how a card's scores were decoded
@@ -84,8 +85,6 @@ def _task_params(v) -> bool:
 
 
 def _train(v) -> bool:
-    from transformer.training.config import TRAIN_BOUNDS  # here: training imports the model, checkpoints need not
-
     if not isinstance(v, dict) or len(v) > 64:
         return False
     for key, value in v.items():

@@ -39,6 +39,7 @@ import os
 import stat
 import struct
 import tempfile
+import time
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -182,8 +183,6 @@ def _lock(fd: int, blocking: bool) -> bool:
     """An exclusive flock on `fd` (True), or False when another open file holds one. Where flock does not
     exist, no lock is taken and leftovers are recognised by age instead (older than an hour)."""
     if fcntl is None:
-        import time
-
         return blocking or time.time() - os.fstat(fd).st_mtime > 3600
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))

@@ -9,6 +9,7 @@ Submodules:
   addition  Addition
   dates     the date formats (DateFormat, DATE_FORMATS) and Dates
   numbers   English and German number words and Numbers
+  zh_numbers  British English number words, Chinese numerals and ZhNumbers
   custom    your own (source, target) pairs: parse_pairs (the checks) and CustomTask (not in TASKS: it needs data)
 This package holds the registry (TASKS, make_task) and re-exports the public names of the submodules.
 """
@@ -23,15 +24,17 @@ from .letters import Copy, LetterTask, Reverse, Sort
 from .numbers import (
     DE_SMALL, DE_TENS, EN_SMALL, EN_TENS, MAX_NUMBER, Numbers, english_number, german_morphemes, german_number,
 )
+from .zh_numbers import ZH_MAX, ZhNumbers, british_number, chinese_number
 
 __all__ = [
     "DATE_FORMATS", "DE_SMALL", "DE_TENS", "EN_SMALL", "EN_TENS", "HASH_BASE", "HASH_MOD", "HELDOUT_BUCKETS",
-    "MAX_NUMBER", "MONTHS", "TASKS", "WEEKDAYS", "Addition", "Copy", "CustomTask", "DateFormat", "Dates",
-    "LetterTask", "Numbers", "Reverse", "Sort", "Task", "TaskError", "encode_pairs", "english_number",
-    "german_morphemes", "german_number", "is_heldout", "make_task", "parse_pairs", "stable_hash",
+    "MAX_NUMBER", "MONTHS", "TASKS", "WEEKDAYS", "ZH_MAX", "Addition", "Copy", "CustomTask", "DateFormat", "Dates",
+    "LetterTask", "Numbers", "Reverse", "Sort", "Task", "TaskError", "ZhNumbers", "british_number", "chinese_number",
+    "encode_pairs", "english_number", "german_morphemes", "german_number", "is_heldout", "make_task", "parse_pairs",
+    "stable_hash",
 ]
 
-TASKS: dict[str, type[Task]] = {t.name: t for t in (Reverse, Copy, Sort, Addition, Dates, Numbers)}
+TASKS: dict[str, type[Task]] = {t.name: t for t in (Reverse, Copy, Sort, Addition, Dates, Numbers, ZhNumbers)}
 
 
 def make_task(name: str, **params) -> Task:

@@ -62,6 +62,14 @@ def german_number(n: int) -> str:
     return "".join(german_morphemes(n))
 
 
+def draw_number(rng: random.Random, max_value: int) -> int:
+    """A number in 0..max_value: half below 1000 (when max_value allows more), each group of a thousand uniform,
+    so no handful of tiny numbers dominates either split."""
+    top = max_value // 1000
+    thousands = rng.randint(1, top) if top and rng.random() < 0.5 else 0
+    return 1000 * thousands + rng.randint(0, min(999, max_value - 1000 * thousands))
+
+
 def _read_english(words: str) -> int | None:
     """The value of lower-case English number words (None for an unknown word); style is not checked."""
     total = current = 0
@@ -111,11 +119,7 @@ class Numbers(Task):
         return self._max_chars[1]
 
     def random_source(self, rng: random.Random) -> str:
-        """Half the numbers are below 1000 (when max_value allows more); each group of a thousand is uniform,
-        so no handful of tiny numbers dominates either split."""
-        top = self.max_value // 1000
-        thousands = rng.randint(1, top) if top and rng.random() < 0.5 else 0
-        return english_number(1000 * thousands + rng.randint(0, min(999, self.max_value - 1000 * thousands)))
+        return english_number(draw_number(rng, self.max_value))
 
     def number(self, source: str) -> int:
         """The value of `source`; TaskError unless it is written as `english_number` writes it, in range."""
