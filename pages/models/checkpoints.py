@@ -31,6 +31,7 @@ EXAMPLE_POOL = 200  # at most this many of the evaluated pairs are decoded again
 SHOWN_EXAMPLES = 4
 ORIGINS = Texts({"shipped": "checkpoints.origin.shipped", "trained": "checkpoints.origin.trained",
                  "uploaded": "checkpoints.origin.uploaded", "snapshot": "checkpoints.origin.snapshot"})
+TOKENIZERS = Texts({"char": "checkpoints.card.char", "sentencepiece": "checkpoints.card.sentencepiece"})
 COLUMNS = Texts({"Active": "checkpoints.table.active", "Model": "app.model", "Origin": "compare.facts.origin",
                  "Task": "compare.facts.task", "Exact match": "errors.exact_match",
                  "Size (MB)": "checkpoints.table.size"})  # the models table's columns (its data keeps these names)
@@ -157,7 +158,8 @@ def card_facts(bundle: ModelBundle) -> None:
         lines.append(t("checkpoints.card.token_accuracy", share=card["token_accuracy"]))
     if card.get("exact_match") is not None or card.get("token_accuracy") is not None:
         lines.append(t("checkpoints.card.measured_on", source=metrics_source(card)))
-    lines.append(t("checkpoints.card.tokenizer", kind=tokenizer.kind, n=tokenizer.vocab_size, special=len(SPECIALS)))
+    lines.append(t("checkpoints.card.tokenizer", kind=TOKENIZERS.get(tokenizer.kind, tokenizer.kind),
+                   n=tokenizer.vocab_size, special=len(SPECIALS)))
     if bundle.task.params:
         lines.append(t("checkpoints.card.task_settings",
                        settings=literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items()))))

@@ -81,22 +81,3 @@ def code_strings() -> set[str]:
     """Every string constant in the app and the library (a key may be named in a table before `t` reads it)."""
     return {node.value for _, tree in _trees() for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-
-
-# Latin-script words a Chinese page may show: names of things (models, tasks, formats, methods), units, and
-# symbols written in Latin letters. Tokens, code, formulas and chart axes of tokens are left out before.
-ALLOWED = {
-    "Transformer", "softmax", "logit", "logits", "d_model", "d_ff", "d_k", "RoPE", "ALiBi", "Adam", "AdamW", "Muon",
-    "Xavier", "top", "PNG", "SVG", "CSV", "TSV", "GIF", "MP4", "ISO", "PE", "GPU", "CPU", "CUDA", "ID", "id", "sin",
-    "cos", "ms", "MB", "KB", "GB", "px", "fps", "sentencepiece", "safetensors", "pt", "QK", "Q", "K", "V",
-    "pre", "post", "norm", "Ray", "Streamlit", "PyTorch", "Enter", "Shift", "Tab", "Esc",
-}
-WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]")
-
-
-def english_words(text: str, allowed: set[str] = frozenset()) -> list[str]:
-    """Latin-script words of two letters or more in `text` that are not in ALLOWED or `allowed` (a page's own
-    names: its models, tasks, tokens)."""
-    known = ALLOWED | set(allowed)
-    return [word for word in WORD.findall(text) if word not in known
-            and not all(part in known for part in re.split(r"[-'’]", word) if len(part) > 1)]

@@ -5,7 +5,8 @@ the same placeholders, every key the code reads exists and every key is read, an
 from __future__ import annotations
 
 import pytest
-from helpers.catalog import code_strings, english_words, problems, t_calls
+from helpers.catalog import code_strings, problems, t_calls
+from helpers.chinese import english_words
 
 from transformer import i18n
 from transformer.i18n import Texts, t, using
@@ -88,4 +89,4 @@ def test_bold_beside_chinese_punctuation_is_checked_on_both_sides():
 
 def test_english_words_skips_allowed_names_and_finds_the_rest():
     assert english_words("解码器 softmax 的输出 top-k 与 reverse 模型", {"reverse"}) == []
-    assert english_words("第 3 步 · Cross-attention · layer 2") == ["Cross-attention", "layer"]
+    assert english_words("第 3 步 · Cross-attention · layer 2 · d_model L1H4") == ["Cross-attention", "layer"]

@@ -173,7 +173,7 @@ def live_view(view: View, run: runs.Run) -> None:
                                  lambda: curves_at(snapshot, run.task.name, step))
         display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
         st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves",
-                     task=run.task.name.capitalize(), n=run.settings.train.eval_every))
+                     task=run.task.title, n=run.settings.train.eval_every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
     keep_row(run, snapshot)
