@@ -20,6 +20,14 @@ html, body, [data-testid="stApp"] { font-family: "Source Sans", "Source Sans Pro
   "Noto Sans SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", "Microsoft YaHei",
   "WenQuanYi Micro Hei", sans-serif; }
 </style>"""
+# Streamlit writes its file uploader's button and size note in English only (it has no languages of its own,
+# streamlit#1353): in Chinese the button says 上传 and the note goes (each page states its limits itself).
+UPLOADER_CSS = """<style>
+[data-testid=stFileUploaderDropzone] button [data-testid=stMarkdownContainer] p { visibility: hidden; font-size: 0; }
+[data-testid=stFileUploaderDropzone] button [data-testid=stMarkdownContainer] p::after {
+  visibility: visible; font-size: 1rem; content: "{upload}"; }
+[data-testid=stFileUploaderDropzoneInstructions] { display: none; }
+</style>"""
 LANG_SCRIPT = "<script>document.documentElement.lang = {lang!r};</script>"
 HTML_LANG = {"en": "en", "zh": "zh-CN"}
 
@@ -48,4 +56,5 @@ def switch() -> None:
     """The sidebar's language switch (English / 中文): the page reruns in the other language, its view kept."""
     SHARED.view().widget(LANG.name, st.segmented_control, t("app.language"), LANGUAGES, format_func=NAMES.get,
                          required=True, width="stretch")
-    st.html(FONT_CSS + LANG_SCRIPT.format(lang=HTML_LANG[i18n.language()]), unsafe_allow_javascript=True)
+    chinese = UPLOADER_CSS.replace("{upload}", t("app.upload.button")) if i18n.language() == "zh" else ""
+    st.html(FONT_CSS + chinese + LANG_SCRIPT.format(lang=HTML_LANG[i18n.language()]), unsafe_allow_javascript=True)
