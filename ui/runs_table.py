@@ -17,6 +17,7 @@ from transformer.tasks import TASKS
 
 from . import model_registry as registry
 from . import runs
+from .run_settings import OPTIMIZER_LABELS
 from .tables.compare import COMPARE
 
 TABLE = "runs_table"  # widget key of the table (its selection)
@@ -55,7 +56,8 @@ def shape_text(config: dict) -> str:
 def _settings(train: dict | None) -> str:
     if not train:
         return "–"
-    return t("runs.settings", optimizer=train.get("optimizer", "?"), lr=f"{train.get('lr', 0):g}",
+    optimizer = train.get("optimizer", "?")
+    return t("runs.settings", optimizer=OPTIMIZER_LABELS.get(optimizer, optimizer), lr=f"{train.get('lr', 0):g}",
              batch=train.get("batch_size", "?"))
 
 

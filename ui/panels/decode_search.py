@@ -27,7 +27,7 @@ SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, 
 @st.fragment
 def beam_panel(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
     st.subheader(t("decode.beam.header"))
-    st.markdown(t("decode.beam.text") + r" $\sum_t \log P(y_t \mid y_{<t}, x)$.")
+    st.markdown(t("decode.beam.text", formula=r"$\sum_t \log P(y_t \mid y_{<t}, x)$"))
     width = view.widget("beam", st.segmented_control, t("decode.beam.width"), BEAM_WIDTHS, required=True)
     beam = source.beam(width)
     answer, _ = expected(bundle.task, source.text)
