@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from transformer.i18n import Localized
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int, _draw_up_to, is_heldout
 
@@ -47,8 +47,7 @@ class Addition(Task):
     def target(self, source: str) -> str:
         match = self._pattern.fullmatch(source)
         if not match:
-            raise TaskError(f"addition inputs are two whole numbers of 1 to {self.max_digits} digit(s), without "
-                            f"leading zeros, joined by '+' (like '123+45'); got {source!r}")
+            raise TaskError(t("messages.addition", n=self.max_digits, got=repr(source)))
         return str(int(match[1]) + int(match[2]))
 
     def examples(self) -> list[str]:

@@ -8,7 +8,7 @@ from abc import abstractmethod
 
 import torch
 
-from transformer.i18n import Localized
+from transformer.i18n import Localized, t
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
@@ -25,7 +25,7 @@ class LetterTask(Task):
         super().__init__(min_len=_bounded_int("min_len", min_len, 1, 48),
                          max_len=_bounded_int("max_len", max_len, 1, 48))
         if min_len > max_len:
-            raise TaskError(f"string lengths must satisfy min_len <= max_len, got {min_len}..{max_len}")
+            raise TaskError(t("messages.lengths_order", lo=min_len, hi=max_len))
         self.min_len, self.max_len = min_len, max_len
 
     @property
@@ -44,7 +44,7 @@ class LetterTask(Task):
 
     def _check(self, source: str) -> None:
         if not source or any(c not in self.alphabet for c in source):
-            raise TaskError(f"{self.name} inputs are lowercase letters a-z, got {source!r}")
+            raise TaskError(t("messages.letters", task=self.name, got=repr(source)))
 
     @abstractmethod
     def _permute(self, letters: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from transformer.i18n import Localized
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
 from .numbers import EN_SMALL, EN_TENS, _read_english, draw_number, english_number
@@ -130,9 +130,7 @@ class ZhNumbers(Task):
         words = " ".join(source.lower().split())
         value = _read_english(" ".join(w for w in words.split(" ") if w != "and"))
         if value is None or value > ZH_MAX or british_number(value) != words:
-            raise TaskError(f"write a number from 0 to {ZH_MAX:,} in British English words like 'four hundred and "
-                            f"five' ('and' before the tens and units after hundred or thousand, tens and units "
-                            f"joined by '-'); got {source!r}")
+            raise TaskError(t("messages.british_number", most=ZH_MAX, got=repr(source)))
         return value
 
     def target(self, source: str) -> str:
