@@ -40,7 +40,7 @@ def number(view: View, prop: IntSetting | FloatSetting, disabled: bool, **extra)
         if fits is not None:
             args["max_value"] = max(fits, view.get("batch_size"))
             args["help"] += t("train.batch_fits", n=fits)
-    return view.widget(prop.name, st.number_input, t(prop.label), from_widget=normal, disabled=disabled, **args,
+    return view.widget(prop.name, st.number_input, prop.label(), from_widget=normal, disabled=disabled, **args,
                        **extra)
 
 

@@ -32,28 +32,39 @@ from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
 from ui.tables.shared import LANG, PRESENTER
 
 
-@dataclass(frozen=True)
-class IntSetting(Int):
-    """A whole-number setting: its bounds are its number input's bounds; `label` and `help` are catalog keys."""
+class Setting:
+    """A numeric setting's number input: its bounds are the prop's, its label and help the catalog's
+    `train.field.<name>` and `train.field.<name>_help`."""
 
-    label: str = ""
-    step: int = 1
-    help: str = ""
-    fmt: str | None = None
+    name: str
+    step: float
+    fmt: str | None
+
+    def keys(self) -> tuple[str, str]:
+        """The catalog keys of its label and its help."""
+        return f"train.field.{self.name}", f"train.field.{self.name}_help"
+
+    def label(self) -> str:
+        return t(self.keys()[0])
 
     def widget_args(self) -> dict:
         """st.number_input's arguments after the label."""
-        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": t(self.help) if self.help else None}
+        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": t(self.keys()[1])}
 
 
 @dataclass(frozen=True)
-class FloatSetting(Float):
-    """A setting that takes any number in its bounds (`fmt`: the number input's printf format); `label` and
-    `help` are catalog keys."""
+class IntSetting(Setting, Int):
+    """A whole-number setting."""
 
-    label: str = ""
+    step: int = 1
+    fmt: str | None = None
+
+
+@dataclass(frozen=True)
+class FloatSetting(Setting, Float):
+    """A setting that takes any number in its bounds (`fmt`: the number input's printf format)."""
+
     step: float = 0.01
-    help: str = ""
     fmt: str | None = None
 
     def format(self, value: float) -> str:
@@ -63,9 +74,6 @@ class FloatSetting(Float):
         """`value` as a link writes it back (0.15, not a number input's 0.15000000000000002), so the run
         trained from the view and the run a link retrains get the very same number."""
         return float(self.format(value))
-
-    def widget_args(self) -> dict:
-        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": t(self.help)}
 
 
 def _param_defaults() -> dict[str, int]:
@@ -99,55 +107,33 @@ def follows_preset(prop):
 _M, _T, _P = MODEL_DEFAULTS_ALL, dataclasses.asdict(TRAIN_DEFAULTS), _param_defaults()
 
 MODEL_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: follows_preset(p) for p in (
-    IntSetting("n_enc_layers", _M["n_enc_layers"], lo=1, hi=6, label="train.field.n_enc_layers",
-               help="train.field.n_enc_layers_help"),
-    IntSetting("n_dec_layers", _M["n_dec_layers"], lo=1, hi=6, label="train.field.n_dec_layers",
-               help="train.field.n_dec_layers_help"),
-    IntSetting("n_heads", _M["n_heads"], lo=1, hi=16, label="train.field.n_heads",
-               help="train.field.n_heads_help"),
-    IntSetting("d_model", _M["d_model"], lo=8, hi=512, step=8, label="train.field.d_model",
-               help="train.field.d_model_help"),
-    IntSetting("d_ff", _M["d_ff"], lo=8, hi=2048, step=8, label="train.field.d_ff",
-               help="train.field.d_ff_help"),
-    FloatSetting("dropout", _M["dropout"], lo=0.0, hi=0.5, step=0.05, label="train.field.dropout", fmt="%.2f",
-                 help="train.field.dropout_help"),
+    IntSetting("n_enc_layers", _M["n_enc_layers"], lo=1, hi=6),
+    IntSetting("n_dec_layers", _M["n_dec_layers"], lo=1, hi=6),
+    IntSetting("n_heads", _M["n_heads"], lo=1, hi=16),
+    IntSetting("d_model", _M["d_model"], lo=8, hi=512, step=8),
+    IntSetting("d_ff", _M["d_ff"], lo=8, hi=2048, step=8),
+    FloatSetting("dropout", _M["dropout"], lo=0.0, hi=0.5, step=0.05, fmt="%.2f"),
 )}
 TRAIN_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p if p.name == "seed" else follows_preset(p) for p in (
-    FloatSetting("lr", _T["lr"], lo=1e-5, hi=0.05, step=5e-4, label="train.field.lr", fmt="%.4f",
-                 help="train.field.lr_help"),
-    IntSetting("warmup", _T["warmup"], lo=0, hi=5000, step=50, label="train.field.warmup",
-               help="train.field.warmup_help"),
-    IntSetting("batch_size", _T["batch_size"], lo=1, hi=1024, step=16, label="train.field.batch_size",
-               help="train.field.batch_size_help"),
-    IntSetting("steps", _T["steps"], lo=1, hi=100_000, step=100, label="train.field.steps",
-               help="train.field.steps_help"),
-    FloatSetting("label_smoothing", _T["label_smoothing"], lo=0.0, hi=0.5, step=0.05,
-                 label="train.field.label_smoothing", fmt="%.2f", help="train.field.label_smoothing_help"),
-    IntSetting("seed", _T["seed"], lo=0, hi=2**31 - 1, label="train.field.seed",
-               help="train.field.seed_help"),
-    FloatSetting("beta1", _T["beta1"], lo=0.0, hi=0.999, step=0.05, label="train.field.beta1", fmt="%.3f",
-                 help="train.field.beta1_help"),
-    FloatSetting("beta2", _T["beta2"], lo=0.0, hi=0.9999, step=0.01, label="train.field.beta2", fmt="%.4f",
-                 help="train.field.beta2_help"),
+    FloatSetting("lr", _T["lr"], lo=1e-5, hi=0.05, step=5e-4, fmt="%.4f"),
+    IntSetting("warmup", _T["warmup"], lo=0, hi=5000, step=50),
+    IntSetting("batch_size", _T["batch_size"], lo=1, hi=1024, step=16),
+    IntSetting("steps", _T["steps"], lo=1, hi=100_000, step=100),
+    FloatSetting("label_smoothing", _T["label_smoothing"], lo=0.0, hi=0.5, step=0.05, fmt="%.2f"),
+    IntSetting("seed", _T["seed"], lo=0, hi=2**31 - 1),
+    FloatSetting("beta1", _T["beta1"], lo=0.0, hi=0.999, step=0.05, fmt="%.3f"),
+    FloatSetting("beta2", _T["beta2"], lo=0.0, hi=0.9999, step=0.01, fmt="%.4f"),
 )}
 # a task's own parameters; the others do not apply to it (a link that sets one is refused with a note)
 PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
-    IntSetting("min_len", _P["min_len"], lo=1, hi=48, label="train.field.min_len", depends_on=("task",),
-               help="train.field.min_len_help"),
-    IntSetting("max_len", _P["max_len"], lo=1, hi=48, label="train.field.max_len", depends_on=("task",),
-               help="train.field.max_len_help"),
-    IntSetting("max_digits", _P["max_digits"], lo=1, hi=8, label="train.field.max_digits", depends_on=("task",),
-               help="train.field.max_digits_help"),
-    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, label="train.field.min_year", depends_on=("task",),
-               help="train.field.min_year_help"),
-    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, label="train.field.max_year", depends_on=("task",),
-               help="train.field.max_year_help"),
-    IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, label="train.field.max_value", depends_on=("task",),
-               help="train.field.max_value_help"),
+    IntSetting("min_len", _P["min_len"], lo=1, hi=48, depends_on=("task",)),
+    IntSetting("max_len", _P["max_len"], lo=1, hi=48, depends_on=("task",)),
+    IntSetting("max_digits", _P["max_digits"], lo=1, hi=8, depends_on=("task",)),
+    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, depends_on=("task",)),
+    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, depends_on=("task",)),
+    IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, depends_on=("task",)),
 )}
-MUON_LR = follows_preset(FloatSetting(
-    "muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, label="train.field.muon_lr", fmt="%.4f",
-    help="train.field.muon_lr_help"))
+MUON_LR = follows_preset(FloatSetting("muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, fmt="%.4f"))
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
 TRAIN_CHOICES = ("optimizer", "muon_lr", "schedule")  # the training settings outside the TRAIN_FIELDS grid
 
@@ -173,7 +159,7 @@ TRAIN = register(StateTable("train", (
     Int("layer", default=1, lo=1, hi=int(BOUNDS["n_dec_layers"][1])),  # the probe view's decoder layer, 1-based
     Int("head", default=1, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
     # the page's own, not in the URL: Step's count, following the newest probe, the snapshot shown, the name
-    IntSetting("step_count", 10, lo=1, hi=1000, label="train.field.step_count", url=False),
+    IntSetting("step_count", 10, lo=1, hi=1000, url=False),
     Flag("follow", default=True, url=False),
     Int("snapshot", default=None, lo=0, hi=10**9, url=False),
     Text("name", default=None, max_chars=60, url=False),
@@ -224,7 +210,7 @@ def setting_text(name: str, value) -> str:
     if name in CHOICE_LABELS:
         label, labels = CHOICE_LABELS[name]
         return f"{t(label) if label else ''} {labels[value]}".strip()
-    label = t(TRAIN.by_name[name].label)
+    label = TRAIN.by_name[name].label()
     return f"{label} {value:,}" if isinstance(value, int) else f"{label} {value:g}"
 
 
