@@ -246,7 +246,7 @@ def test_the_run_budget_follows_the_environment(monkeypatch):
     assert "this training run would need about" in settings_problem(hostile) and "the limit is 1 MB" in \
         settings_problem(hostile)
     monkeypatch.setenv("AP_RUN_BUDGET_MB", "lots")
-    assert "AP_RUN_BUDGET_MB must be a positive number" in settings_problem(hostile)
+    assert "AP_RUN_BUDGET_MB must be a number above 0" in settings_problem(hostile)
 
 
 def test_evaluate_follows_the_model_budget(app, monkeypatch):

@@ -117,7 +117,7 @@ def test_a_run_downloads_as_a_checkpoint_of_its_weights(session, tmp_path):
 def test_launching_a_run_keeps_the_previous_one_and_the_history_is_bounded(monkeypatch):
     state: dict = {}
     monkeypatch.setattr(runs.st, "session_state", state)
-    monkeypatch.setattr(runs, "_register", lambda job, session: None)
+    monkeypatch.setattr(runs.workers, "watch", lambda job, alive: None)
     made = [tiny_run(0) for _ in range(runs.MAX_HISTORY + 2)]
     try:
         for run in made:

@@ -4,9 +4,9 @@ model it makes decodes without the data; uploaded without its data, such a model
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
+from helpers.repo import ROOT
 from helpers.train_page import job_of, key, probe_chart, shown_step, state, wait_for
 
 from transformer.network.decoding import greedy_decode
@@ -18,7 +18,7 @@ from ui import model_registry as registry
 from ui import runs, uploads
 from ui.markdown import plain
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "assets" / "data" / "roman_numerals.tsv"
+EXAMPLE = ROOT / "assets" / "data" / "roman_numerals.tsv"
 
 
 def custom_page(train_page):  # noqa: F811 - the fixture imported above

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.repo import ROOT
 from helpers.cli import cli
 
 from transformer.analysis.evaluation import evaluate_bundle
@@ -18,7 +19,6 @@ from transformer.cli import main, parse_task_params
 from transformer.network.decoding import beam_search, greedy_decode
 from transformer.store.checkpoints import load_bundle
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--d-model", "32", "--heads", "2", "--d-ff", "64", "--eval-every", "10", "--eval-samples", "50"]
 
 

@@ -4,15 +4,15 @@ not available, exits with status 2 and one line before any work; checkpoints sta
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
+from helpers.repo import REVERSE as REVERSE_PATH
 from transformer.cli import main
 from transformer.store.checkpoints import load_bundle
 
-REVERSE = str(Path(__file__).resolve().parents[1] / "assets" / "checkpoints" / "reverse.safetensors")
+REVERSE = str(REVERSE_PATH)
 TINY = ["--task", "copy", "--task-param", "max_len=3", "--steps", "2", "--d-model", "16", "--heads", "2",
         "--d-ff", "32", "--eval-samples", "10", "--confirm-samples", "10"]
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

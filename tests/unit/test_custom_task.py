@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers.repo import ROOT
 from transformer import cli
 from transformer.network.decoding import greedy_decode
 from transformer.network.tokenizers import TokenizerError
@@ -22,7 +23,6 @@ from transformer.tasks.custom import MAX_DATA_BYTES, MAX_FIELD_CHARS, MIN_PAIRS,
 from transformer.training.config import TrainConfig
 from transformer.training.trainer import Trainer
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "assets" / "data" / "roman_numerals.tsv"
 ZOO = ROOT / "assets" / "checkpoints"
 

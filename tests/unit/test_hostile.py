@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.repo import ROOT
 from helpers.hostile import BOMB_MIB, MB, endless, pt_zip_bomb, tiny_bundle, with_card
 
 from transformer.cli import ZOO, main
@@ -42,7 +43,6 @@ from transformer.tasks import make_task
 from transformer.training.config import TrainConfig, model_config, run_estimate
 from transformer.training.trainer import Trainer
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------------ crafting

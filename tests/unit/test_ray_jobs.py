@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.repo import ROOT
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
@@ -53,7 +54,6 @@ TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, 
                          lr=3e-3, warmup=5, eval_every=10, eval_samples=8, confirm_samples=16, device="cpu")
 CPUS = 2
 BOOT = 120.0  # seconds for an actor to start: a fresh worker process imports ray and torch (far longer when loaded)
-ROOT = Path(__file__).resolve().parents[2]
 LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 

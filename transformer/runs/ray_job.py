@@ -64,6 +64,7 @@ import sys
 import threading
 import time
 
+import transformer
 from transformer import settings
 from transformer.runs import process_job as worker
 from transformer.training.config import TrainConfig
@@ -78,7 +79,7 @@ CONNECT_TRIES = 2
 POLL_EVERY = 0.25  # seconds between exchanges (each costs the server ~1.5 ms of CPU; measured)
 COMMAND_POLL = 0.01  # seconds between exchanges while a command waits for its answer
 MAILBOX_LIMIT = 256  # unread messages an actor holds before its relay waits (as a full pipe makes it wait)
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(transformer.__file__)  # the whole library ships to the cluster, not this room alone
 
 log = logging.getLogger(__name__)
 _connect_lock = threading.Lock()
