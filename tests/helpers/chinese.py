@@ -73,7 +73,7 @@ def _strings(value, field: str = ""):
         yield value
 
 
-def _figure_texts(spec: dict):
+def figure_texts(spec: dict):
     """A plotly figure's words: its titles, axis and colour-bar titles, annotations, trace names and hovers."""
     layout = spec.get("layout", {})
     for name, part in layout.items():
@@ -106,11 +106,12 @@ def page_texts(at) -> list[tuple[str, str]]:
             continue
         texts = list(_strings({k: v for k, v in data.items() if k not in ("spec", "json", "columns")}))
         if "spec" in data:
-            texts += _figure_texts(json.loads(data["spec"]))
+            texts += figure_texts(json.loads(data["spec"]))
         if "json" in data:
             component = json.loads(data["json"])
             texts += _strings({k: v for k, v in component.items() if k not in ("figures", "source", "start_chip")})
-            texts += [text for figure in component.get("figures", []) for text in _figure_texts(figure)]
+            texts += list(component.get("texts", {}).values())  # the player's buttons and slider
+            texts += [text for figure in component.get("figures", []) for text in figure_texts(figure)]
             texts += [chip["tip"] for chip in component.get("source", [])]
         configured = json.loads(data.get("columns") or "{}")  # a table's columns shown by another label
         texts += _strings(configured)
