@@ -49,14 +49,14 @@ def english_words(text: str, allowed: set[str] = frozenset()) -> list[str]:
 
 def prose(text: str) -> str:
     """What a reader reads of a markdown or HTML text: code spans, formulas, tags, tokens (<pad>, </s>), icons,
-    colour directives, hover placeholders (%{y}), and code written as it is (paths, module names, a file's
+    colour directives, placeholders a browser fills (%{y}, {step}), and code written as it is (paths, module names, a file's
     suffix, a JSON key in quotes) taken out."""
     text = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)  # markdown's escapes (ui.markdown.literal) undone
     text = re.sub(r"(`+)(.+?)\1", " ", text, flags=re.S)
     text = re.sub(r"\$\$.+?\$\$|\$[^$]+\$", " ", text, flags=re.S)
     text = re.sub(r"<code>.*?</code>", " ", text, flags=re.S)
     text = re.sub(r"&lt;/?\w+&gt;|</?[a-z][^>]*>", " ", text)
-    text = re.sub(r":material/\w+:|:[a-z-]+\[|%\{[^}]*\}", " ", text)
+    text = re.sub(r":material/\w+:|:[a-z-]+\[|%\{[^}]*\}|\{\w+\}", " ", text)  # icons, colours, placeholders
     text = re.sub(r"[!-~]*\w[/.]\w[!-~]*|\.\w+\b|\"\w+\"", " ", text)  # paths, modules, calls, .suffixes, "keys"
     return text
 
