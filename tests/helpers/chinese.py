@@ -49,8 +49,8 @@ def english_words(text: str, allowed: set[str] = frozenset()) -> list[str]:
 
 def prose(text: str) -> str:
     """What a reader reads of a markdown or HTML text: code spans, formulas, tags, tokens (<pad>, </s>), icons,
-    colour directives, placeholders a browser fills (%{y}, {step}), and code written as it is (paths, module names, a file's
-    suffix, a JSON key in quotes) taken out."""
+    colour directives, placeholders a browser fills (%{y}, {step}), and code written as it is (paths, module
+    names, a file's suffix, a JSON key in quotes) taken out."""
     text = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)  # markdown's escapes (ui.markdown.literal) undone
     text = re.sub(r"(`+)(.+?)\1", " ", text, flags=re.S)
     text = re.sub(r"\$\$.+?\$\$|\$[^$]+\$", " ", text, flags=re.S)
