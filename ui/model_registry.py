@@ -145,7 +145,7 @@ def adopt_kept(key: str) -> str | None:
         opened.extend([model_id] if model_id not in opened else [])
         return None
     if origin not in ORIGINS:
-        return "it is not a model on this server"
+        return t("app.link.not_here")
     try:
         bundle = STORE.get(model_id)
     except StoreError as exc:

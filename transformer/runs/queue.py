@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 from transformer import settings
+from transformer.i18n import t
 
 from .job import JobLimitError
 
@@ -63,11 +64,8 @@ class RunQueue:
                 self._running.add(item)
                 return 0
             if len(self._waiting) >= self.max_queued:
-                raise QueueFullError(
-                    f"the server is full: {len(self._running)} training runs are running (the limit is "
-                    f"{self.limit}) and {len(self._waiting)} are waiting (the most it queues); try again "
-                    "when one has finished"
-                )
+                raise QueueFullError(t("messages.server_full", running=len(self._running), limit=self.limit,
+                                       waiting=len(self._waiting)))
             self._waiting[item] = on_grant
             return len(self._waiting)
 

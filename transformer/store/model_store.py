@@ -17,6 +17,7 @@ from pathlib import Path
 
 from transformer import settings
 from transformer.bundle import ModelBundle
+from transformer.i18n import t
 from .checkpoints import CheckpointError, load_bundle, save_bundle
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{22}")  # token_urlsafe(16)
@@ -55,7 +56,7 @@ class ModelStore:
 
     def _path(self, model_id: str) -> Path:
         if not isinstance(model_id, str) or not ID_PATTERN.fullmatch(model_id):
-            raise StoreError("that is not the id of a kept model")
+            raise StoreError(t("messages.not_an_id"))
         return self.folder / f"{model_id}{SUFFIX}"
 
     def put(self, bundle: ModelBundle) -> str:
@@ -73,10 +74,9 @@ class ModelStore:
             os.utime(path)
             return load_bundle(path)
         except FileNotFoundError:
-            raise StoreError("this model is no longer kept on the server (it was evicted, or never kept "
-                             "here)") from None
+            raise StoreError(t("messages.not_kept")) from None
         except CheckpointError as exc:
-            raise StoreError(f"the kept file of this model cannot be read: {exc}") from None
+            raise StoreError(t("messages.unreadable", error=exc)) from None
 
     def has(self, model_id: str) -> bool:
         try:
