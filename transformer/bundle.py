@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from transformer.network.model import EncoderDecoder
@@ -43,3 +45,13 @@ class ModelBundle:
                 continue
             chosen.append(text)
         return chosen or self.task.examples()
+
+    def fingerprint(self) -> str:
+        """SHA-256 of what makes the model compute what it does: its configuration, tokenizer, task and every
+        tensor of its weights; the card (a name, a date) is left out, so one model saved twice has one print."""
+        digest = hashlib.sha256(json.dumps([self.config.to_dict(), self.tokenizer.to_dict(), self.task.name,
+                                            self.task.card_params()], sort_keys=True, default=str).encode())
+        for name, tensor in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()

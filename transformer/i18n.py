@@ -19,7 +19,7 @@ else English, so the command line and notebooks stay English.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -86,6 +86,11 @@ def t(key: str, /, **values) -> str:
     lang = language()
     text = entry["en_one"] if lang == "en" and "en_one" in entry and values.get("n") == 1 else entry[lang]
     return text.format(**values)
+
+
+def sentences(parts: Iterable[str]) -> str:
+    """Whole sentences run together as the language writes them: a space after each in English, none in Chinese."""
+    return ("" if language() == "zh" else " ").join(parts)
 
 
 class Localized:

@@ -28,6 +28,7 @@ class PageInfo(NamedTuple):
 START, EXPLORE, CONCEPTS, MODELS = "app.group.start", "app.group.explore", "app.group.concepts", "app.group.models"
 PAGES = (
     PageInfo(START, "pages/learn/home.py", "app.page.home", ":material/home:", None),
+    PageInfo(START, "pages/learn/code.py", "app.page.code", ":material/code:", "code"),
     PageInfo(EXPLORE, "pages/explore/decode.py", "app.page.decode", ":material/play_arrow:", "decode"),
     PageInfo(EXPLORE, "pages/explore/attention.py", "app.page.attention", ":material/grid_view:", "attention"),
     PageInfo(EXPLORE, "pages/explore/errors.py", "app.page.errors", ":material/troubleshoot:", "errors"),

@@ -18,6 +18,7 @@ from transformer.network.budget import EVAL_CHUNK
 from transformer.network.config import BOUNDS, ModelConfig
 from transformer.tasks import TASKS, CustomTask, Task, make_task
 from transformer.training.config import MODEL_DEFAULTS, TrainConfig
+from transformer.training.diagnosis import BEST_BELOW, MIN_LEARNING_PAIRS, NONE_AT, preset_pairs
 
 TARGET_EXACT_MATCH = 0.99  # "stop early": the held-out exact match a run stops at
 MODEL_CHOICES = ("norm", "positional", "qk_norm", "init")  # the model settings that are not numbers
@@ -154,3 +155,10 @@ def settings_summary(settings: RunSettings) -> str:
     return model + " · " + t("train.summary.training", optimizer=optimizer_text(train), warmup=train.warmup,
                              batch=train.batch_size, steps=train.steps, smoothing=f"{train.label_smoothing:g}",
                              seed=train.seed, stop=stop, device=device)
+
+
+def few_pairs_note() -> str:
+    """What one's own data needs, as measured: the sentence the Train page shows before Start and beside a run that
+    memorises."""
+    low, high = preset_pairs()
+    return t("train.few_pairs", least=MIN_LEARNING_PAIRS, best=BEST_BELOW, none=NONE_AT, low=low, high=high)

@@ -18,6 +18,7 @@ from transformer.tasks import TASKS
 from . import model_registry as registry
 from . import runs
 from .run_settings import OPTIMIZER_LABELS
+from .state import View
 from .tables.compare import COMPARE
 
 TABLE = "runs_table"  # widget key of the table (its selection)
@@ -71,9 +72,14 @@ def _task(name: str, params: dict) -> str:
 def _line(source: str, state: str, name: str, task: str, shape: str, settings: str, steps, seconds, metrics: dict
           ) -> dict:
     pct = {k: None if metrics.get(k) is None else 100 * metrics[k] for k in ("exact_match", "token_accuracy")}
-    return {"Source": source, "State": state, "Model": name, "Task": task, "Shape": shape, "Settings": settings,
-            "Steps": steps, "Time (s)": seconds, "Exact match": pct["exact_match"],
+    return {"Source": source, "State": state, "Model": name, "Task": task, "Steps": steps, "Time (s)": seconds,
+            "Exact match": pct["exact_match"], "Shape": shape, "Settings": settings,
             "Token accuracy": pct["token_accuracy"], "Loss": metrics.get("loss")}
+
+
+# The columns shown until "Every column" is on: what tells the runs apart (a run's model is named after its task)
+# and fits a 1024-pixel window with the sidebar open; the rest made the table scroll sideways there
+FEW_COLUMNS = ("Source", "State", "Model", "Steps", "Exact match")
 
 
 def run_row(run: runs.Run) -> Row:
@@ -144,22 +150,25 @@ def file_bytes(row: Row) -> bytes:
     return entry.path.read_bytes() if entry.path is not None else bundle_to_bytes(registry.bundle_for(row.key))
 
 
-def section() -> None:
+def section(view: View) -> None:
+    """The table: the few columns that fit a narrow window, or every column (it may then scroll sideways, the
+    model's name pinned), as the page's `every_column` switch says."""
     st.subheader(t("runs.header"))
+    every = view.widget("every_column", st.toggle, t("runs.every_column"), help=t("runs.every_column_help"))
     table = rows()
     frame = pd.DataFrame([r.values for r in table])
-    config = {name: st.column_config.TextColumn(COLUMNS[name]) for name in COLUMNS} | {
-        # 11 columns: in a narrow window it scrolls, the names pinned
-        "Source": st.column_config.TextColumn(COLUMNS["Source"], pinned=True),
-        "Model": st.column_config.TextColumn(COLUMNS["Model"], pinned=True),
-        "Steps": st.column_config.NumberColumn(COLUMNS["Steps"], format="localized"),
-        "Time (s)": st.column_config.NumberColumn(COLUMNS["Time (s)"], format="%.1f"),
-        "Exact match": st.column_config.NumberColumn(COLUMNS["Exact match"], format="%.1f%%",
-                                                     help=t("runs.exact_match_help")),
-        "Token accuracy": st.column_config.NumberColumn(COLUMNS["Token accuracy"], format="%.1f%%"),
-        "Loss": st.column_config.NumberColumn(COLUMNS["Loss"], format="%.4f")}
-    st.dataframe(frame, hide_index=True, key=TABLE, on_select="rerun", selection_mode="multi-row",
-                 placeholder="—", column_config=config)
+    st.dataframe(frame if every else frame[list(FEW_COLUMNS)], hide_index=True, key=TABLE, on_select="rerun",
+                 selection_mode="multi-row", placeholder="—", column_config={
+                     **{name: st.column_config.TextColumn(COLUMNS[name]) for name in COLUMNS},
+                     "Source": st.column_config.TextColumn(COLUMNS["Source"], width=85),
+                     "State": st.column_config.TextColumn(COLUMNS["State"], width=150),
+                     "Model": st.column_config.TextColumn(COLUMNS["Model"], pinned=every, width=230),
+                     "Steps": st.column_config.NumberColumn(COLUMNS["Steps"], format="localized"),
+                     "Time (s)": st.column_config.NumberColumn(COLUMNS["Time (s)"], format="%.1f"),
+                     "Exact match": st.column_config.NumberColumn(COLUMNS["Exact match"], format="%.1f%%",
+                                                                  help=t("runs.exact_match_help")),
+                     "Token accuracy": st.column_config.NumberColumn(COLUMNS["Token accuracy"], format="%.1f%%"),
+                     "Loss": st.column_config.NumberColumn(COLUMNS["Loss"], format="%.4f")})
     chosen = picked(table)
     with st.container(horizontal=True):
         compare = st.button(t("runs.compare"), key="runs_compare", icon=":material/compare:",

@@ -26,6 +26,24 @@ html { font-size: 21px; }
 [data-testid="stMainBlockContainer"] { max-width: 100%; padding-left: 2rem; padding-right: 2rem; }
 </style>"""
 
+# Presenter mode in a window under 1,100 pixels (a 1024x768 projector): the sidebar folds itself away once per page
+# load, as a teacher would have to (open, it leaves the page too little room for the larger formulas and charts); its
+# » button opens it again, and it stays open while the teacher moves between pages.
+PRESENTER_FOLD_JS = """<style>[data-testid=stElementContainer]:has(#ap-presenter-fold) { display: none; }</style>
+<script id="ap-presenter-fold">
+(() => {
+  if (window.innerWidth >= 1100 || window.apPresenterFolded) return;
+  const fold = (tries, clicked) => {  // one click, then wait while the sidebar slides away
+    const bar = document.querySelector("[data-testid=stSidebar]");
+    const button = document.querySelector("[data-testid=stSidebarCollapseButton] button");
+    if (bar && bar.getBoundingClientRect().right <= 0) return (window.apPresenterFolded = true);
+    if (!clicked && button) { button.click(); clicked = true; }
+    if (tries > 0) setTimeout(() => fold(tries - 1, clicked), 200);
+  };
+  fold(25, false);
+})();
+</script>"""
+
 # Every page: in a window under 1,100 pixels (a 1024x768 projector with the sidebar open) the main column's
 # margins shrink from 5rem to 1.5rem, giving tables and charts ~110 pixels more, and formulas are set at the
 # text's size instead of KaTeX's 1.21em (the widest, on the masks page, was 793 px in a 676 px column).
@@ -98,10 +116,12 @@ def presenting() -> bool:
 
 
 def presenter_switch() -> None:
-    """The presenter switch; while it is on, the page's text is larger (PRESENTER_CSS) and so are its charts."""
+    """The presenter switch; while it is on, the page's text is larger (PRESENTER_CSS) and so are its charts, and in
+    a narrow window the sidebar folds itself away (PRESENTER_FOLD_JS)."""
     SHARED.view().widget(PRESENTER.name, st.toggle, t("app.presenter"), help=t("app.presenter_help"))
     if presenting():
         st.html(PRESENTER_CSS)
+        st.html(PRESENTER_FOLD_JS, unsafe_allow_javascript=True)
 
 
 def render_sidebar() -> None:

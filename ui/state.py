@@ -16,7 +16,7 @@ one place that turns the state into the page's URL and a link back into state:
 
 Widgets are seeded from the state before they render and write back through their callback, so the state
 table, not the widget, owns each value. Changing a prop resets the props that depend on it (a new input
-starts the decode at its middle step, with no forced tokens).
+starts the decode at its first step, with no forced tokens).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Uploaded checkpoints: every file is untrusted. A refused file changes nothing (the active model stays);
-an accepted one joins this session's models and becomes active. Each upload is handled once.
+an accepted one joins this session's models and becomes active if the page's switch says so. A file holding a
+model already in the list (the same weights, configuration, tokenizer and task, whatever its name) is named as that
+model and not added again. Each upload is handled once.
 
 Outcome messages are plain text that names the file and may quote it (a tensor name, a config key): show them
 through `ui.markdown.literal`, never as markdown."""
@@ -69,19 +71,35 @@ def load_upload(name: str, data: bytes, config: bytes | None = None) -> ModelBun
     return replace(bundle, card=bundle.card | {"name": Path(name).stem})
 
 
-def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: tuple = ()) -> UploadOutcome:
-    """Load an uploaded file and, if it is sound, add it to this session's models as the active one.
-    Call from a widget callback: it may set the active model, whose picker renders before the page."""
+def listed_as(bundle: ModelBundle) -> str | None:
+    """The key of a model in this session's list that computes exactly what `bundle` does, or None."""
+    printed = bundle.fingerprint()
+    return next((key for key in registry.entries() if registry.bundle_for(key).fingerprint() == printed), None)
+
+
+def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: tuple = (),
+               activate: bool = True) -> UploadOutcome:
+    """Load an uploaded file and, if it is sound and not already listed, add it to this session's models; make
+    it (or the listed model it equals) the active one when `activate`. Call from a widget callback: it may set
+    the active model, whose picker renders before the page."""
     try:
         uploaded = sum(entry.origin == "uploaded" for entry in registry.entries().values())
-        if uploaded >= MAX_UPLOADED_MODELS:
-            raise CheckpointError(t("app.upload.too_many", n=uploaded))
         bundle = load_upload(name, data, config)
+        same = listed_as(bundle)
+        if same is None and uploaded >= MAX_UPLOADED_MODELS:
+            raise CheckpointError(t("app.upload.too_many", n=uploaded))
     except CheckpointError as exc:
         return UploadOutcome(upload_id, False, t("app.upload.refused", name=name, error=exc))
-    key = registry.add_session_model(bundle, "uploaded")
+    if same is not None:
+        label = registry.entries()[same].label
+        if activate:
+            registry.set_active(same)
+        now = t("app.upload.now_active", model=label) if registry.active_key() == same else t("app.upload.still")
+        return UploadOutcome(upload_id, True, t("app.upload.same", name=name, model=label, now=now), same)
+    key = registry.add_session_model(bundle, "uploaded", activate=activate)
+    now = t("app.upload.active") if activate else t("app.upload.listed")
     return UploadOutcome(upload_id, True, t("app.upload.loaded", name=name, model=bundle.name,
-                                            task=bundle.task.title.lower(), n=bundle.model.num_parameters())
+                                            task=bundle.task.title.lower(), n=bundle.model.num_parameters(), now=now)
                          + caveats(bundle), key)
 
 
@@ -102,10 +120,10 @@ def limit_text() -> str:
     return t("app.upload.limit", mb=UPLOAD_LIMIT_MB, n=UPLOAD_LIMIT)
 
 
-def handle(file, config_file=None) -> UploadOutcome | None:
+def handle(file, config_file=None, activate: bool = True) -> UploadOutcome | None:
     """The uploader widgets' callback body: handle `file` (an UploadedFile) with the optional JSON
-    `config_file` once; a rerun, or a config added beside a .safetensors file, does not add it again.
-    Returns the new outcome, or None when there was nothing new to do."""
+    `config_file` once (made active when `activate`); a rerun, or a config added beside a .safetensors file, does
+    not add it again. Returns the new outcome, or None when there was nothing new to do."""
     if file is None:
         return None
     use_config = config_file is not None and file.name.lower().endswith(".pt")
@@ -113,14 +131,15 @@ def handle(file, config_file=None) -> UploadOutcome | None:
     previous = st.session_state.get(OUTCOME)
     if previous is not None and previous.upload_id == upload_id:
         return None
-    outcome = add_upload(file.name, file.getvalue(), config_file.getvalue() if use_config else None, upload_id)
+    outcome = add_upload(file.name, file.getvalue(), config_file.getvalue() if use_config else None, upload_id,
+                         activate)
     st.session_state[OUTCOME] = outcome
     return outcome
 
 
-def handle_widgets() -> UploadOutcome | None:
+def handle_widgets(activate: bool) -> UploadOutcome | None:
     """`handle` what the checkpoints page's two uploaders (keys FILE and METADATA) hold."""
-    return handle(st.session_state.get(FILE), st.session_state.get(METADATA))
+    return handle(st.session_state.get(FILE), st.session_state.get(METADATA), activate)
 
 
 def shown_outcome(file) -> UploadOutcome | None:

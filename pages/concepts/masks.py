@@ -9,6 +9,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.display import HALF_WIDTH as HALF
 from ui.markdown import literal
 from ui.state import View
@@ -163,6 +164,7 @@ def the_masks(view: View, batch: MaskedBatch, n_heads: int, stem: str) -> None:
     rows = [t("charts.seq", n=b + 1) for b in range(B)]
     fig = charts.mask_heatmap(pad_rows, rows, positions, t("masks.masks.source_title", rows=B, keys=S))
     display.heatmap(fig, pad_rows, rows, positions, f"{stem}_source-padding", "masks-src-pad")
+    code_link("masks", text=batch.sources[0])
 
     b = pick_row(view, "row", st.columns(2)[0], t("masks.masks.row"), batch,
                  row(view, "row", batch, by_length(batch)[0]))
@@ -191,6 +193,7 @@ def the_masks(view: View, batch: MaskedBatch, n_heads: int, stem: str) -> None:
     with c4:
         display.heatmap(cross_fig, cross_mask, tgt_labels, src_labels, f"{stem}_cross-row{b + 1}", "masks-cross", HALF)
         st.caption(t("masks.masks.cross_caption"))
+    code_link("masks", text=batch.sources[b])
     view.sync_url()
 
 
@@ -230,6 +233,7 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     with c2:
         display.heatmap(weights_fig, weights, q_labels, k_labels,
                         chart_filename(task_name, f"{kind}-weights-row{b + 1}", layer, head), "masks-weights", HALF)
+    code_link("attention", text=batch.sources[b], kind=kind, layer=layer, head=head)
     view.sync_url()
 
 
@@ -281,6 +285,7 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
                                   layer, head)
             display.heatmap(fig, record.weights[b, head].numpy(), dec, dec, stem, f"masks-open-{run.causal}", HALF)
             st.caption(t("masks.open.above", share=later))
+    code_link("masks", text=batch.sources[b], kind="decoder_self", layer=layer, head=head)
     changed = (batch.predictions != open_.predictions) & batch.scored
     st.markdown(t("masks.open.predictions", n=b + 1, changed=int(changed[b].sum()), scored=int(batch.scored[b].sum()),
                   all_changed=int(changed.sum()), all_scored=int(batch.scored.sum())))

@@ -11,6 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.display import HALF_WIDTH
 from ui.markdown import literal
 from ui.state import View
@@ -83,6 +84,7 @@ def sinusoidal_explorer(view: View, model_d: int) -> None:
     display.heatmap(fig, table, [str(p) for p in range(length)], [str(d) for d in range(d_model)],
                     f"sinusoidal_pe_{length}x{d_model}", "pe-matrix")
     st.caption(t("positions.table.caption"))
+    code_link("embeddings")
 
     left, right = st.columns(2)
     with left:
@@ -173,11 +175,12 @@ def embedded(view: View, key: str, bundle) -> tuple[str, tuple | None, str]:
         return embedded(view, key, bundle)
 
 
-def embedding_sum(bundle, embedding: tuple) -> None:
+def embedding_sum(bundle, embedding: tuple, text: str) -> None:
     pieces, record = embedding
     st.markdown(t("positions.sum.text"))
     fig = charts.embedding_sum(record.tokens[0].numpy(), record.positions[0].numpy(), charts.token_labels(pieces))
     display.show_figure(fig, f"{bundle.task.name}_embedding_sum", key="fig-pe-sum")
+    code_link("embeddings", text=text)
     st.caption(t("positions.sum.caption"))
 
 
@@ -248,6 +251,7 @@ def rope_view(view: View, key: str, bundle, text: str, pieces: list[str]) -> Non
         t("positions.rope.share"): np.round(demo.contributions, 4),
     }), hide_index=True, height=220, width="stretch")
     st.caption(t("positions.rope.share_caption"))
+    code_link("attention", text=text, kind="encoder_self", layer=0, head=head - 1)
     view.sync_url()
 
 
@@ -266,6 +270,7 @@ def alibi_view(bundle, pieces: list[str]) -> None:
                                t("positions.alibi.at_n", n=len(pieces) - 1): -slopes * (len(pieces) - 1)}),
                  hide_index=True, width="stretch")
     st.caption(t("positions.alibi.caption"))
+    code_link("attention", kind="encoder_self", layer=0, head=0)
 
 
 # ----------------------------------------------------------------------------------------- 4 no positions
@@ -298,6 +303,7 @@ def without_positions(view: View, key: str, bundle, text: str) -> None:
                 st.caption(t("positions.blind.score", score=score))
     if alignment is not None:
         st.caption(t("positions.blind.caption", layer=layer + 1, head=head + 1) + display.decoder_rows())
+    code_link("embeddings", text=text, kind="cross", layer=layer, head=head)
     view.sync_url()
 
 
@@ -319,7 +325,7 @@ def main() -> None:
     elif bundle.config.positional == "alibi":
         alibi_view(bundle, embedding[0])
     else:
-        embedding_sum(bundle, embedding)
+        embedding_sum(bundle, embedding, text)
     without_positions(view, key, bundle, text)
     finish(view, notes)
 

@@ -14,10 +14,13 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display, knockout
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
-from ui.widgets import current_input, finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained
+from ui.widgets import (
+    finish, header, input_picker, readable_link_input, require_model, verdict, warn_if_longer_than_trained,
+)
 from transformer import charts
 from transformer.analysis.ablation import Head
 from transformer.analysis.attention_maps import AttentionMap
@@ -155,6 +158,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
             else:
                 st.caption(t("attention.click"))
             display.csv_download(weights, rows, cols, stem, key=f"csv_{stem}")
+            code_link("attention", text=source[2], kind=amap.kind, layer=layer, head=head)
     if knocked:
         change_from_intact(amap, layer, head, source, stem)
     mean = amap.head_average(layer)
@@ -169,6 +173,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
         with st.container(width="stretch"):
             st.markdown(t("attention.mean_text", layer=layer + 1))
             display.csv_download(mean, rows, cols, mean_stem, key=f"csv_{mean_stem}")
+            code_link("multi_head", text=source[2], kind=amap.kind, layer=layer, head=head)
     view.sync_url()
 
 
@@ -229,6 +234,7 @@ def all_heads(amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[
         display.csv_download(tiled, [f"L{i + 1} · {r}" for i in range(layers) for r in rows],
                              [f"H{h + 1} · {c}" for h in range(heads) for c in cols], stem, key=f"csv_{stem}")
         grid_downloads(fig, build, stem, images)
+    code_link("multi_head", text=source[2], kind=amap.kind)
     if not images:
         st.info(t("attention.grid.no_images", reason=reason))
     elif (note := display.export_note()) is not None:
@@ -367,11 +373,7 @@ def main() -> None:
     notes = intro()
     key, bundle = require_model()
     version = registry.version(key)
-    if view.from_link("input"):  # a linked input the model cannot read: the default input, with a note
-        try:
-            decodes.maps(key, version, current_input(view, bundle.examples()))
-        except (TokenizerError, DecodeError) as exc:
-            view.refuse("input", t("attention.cannot_decode_link", name=bundle.name, error=exc))
+    readable_link_input(view, key, bundle)
     text = input_picker(view, bundle, help_text=t("attention.input_help"))
     knocked, mode = knockout.picked(view, bundle.model)
     try:

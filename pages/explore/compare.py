@@ -13,6 +13,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes, display
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.markdown import code, literal
 from ui.runs_table import shape_text
 from ui.state import View
@@ -236,6 +237,7 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
                                      key=f"csv-compare_{side.letter}", label=t("compare.csv", side=side.letter))
     st.caption(t("compare.scale") + ("" if kind == "encoder_self" else " " + display.decoder_rows()))
     st.markdown(t("compare.differ"))
+    code_link("attention", kind=kind, layer=layer, head=head)
     why = mismatch(sides, heads, layer, head)
     if why is not None:
         st.info(t("compare.no_difference", why=why), icon=":material/info:")

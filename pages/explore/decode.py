@@ -13,6 +13,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, knockout, step_player
 from ui.animations import decode_animation
 from ui import model_registry as registry
+from ui.code_links import code_link
 from ui.display import csv_download, fitted_row, label_width, presenter_sized
 from ui.markdown import code, literal
 from ui.state import View
@@ -28,7 +29,7 @@ from transformer.charts import TOPK_SCALES, token_labels, topk_spec
 from transformer.charts.common import display_piece
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.charts.export import chart_filename
-from transformer.network.special_tokens import BOS, PAD, UNK
+from transformer.network.special_tokens import BOS, EOS, PAD, UNK
 from transformer.network.tokenizers import TokenizerError
 from transformer.i18n import Texts, language, t
 
@@ -140,9 +141,22 @@ def output_line(name: str, result: DecodeResult, answer: str | None) -> str:
              verdict=verdict(result.output_text, answer)) + cut
 
 
-def outcome(view: View, result: DecodeResult, greedy: DecodeResult, answer: str | None, why: str) -> None:
+def recovery(result: DecodeResult, answer_ids: list[int]) -> str | None:
+    """Whether the tokens after the last forced step are the answer's tokens there, as a sentence (None when the
+    answer has no tokens after it)."""
+    last = max(step.index for step in result.steps if step.forced)
+    later, due = result.output_ids[last + 1:], answer_ids[last + 1:]
+    if not due:
+        return None
+    wrong = sum(a != b for a, b in zip(later, due)) + abs(len(later) - len(due))
+    if not wrong:
+        return t("decode.recovered", n=last + 1)
+    return t("decode.not_recovered", n=last + 1, wrong=wrong, due=len(due))
+
+
+def outcome(view: View, tokenizer, result: DecodeResult, greedy: DecodeResult, answer: str | None, why: str) -> None:
     """The finished output against the expected answer; with forcing, greedy and forced one above the other,
-    the tokens where they differ shaded."""
+    the tokens where they differ shaded, and whether the model recovered after the forced token."""
     if not any(step.forced for step in result.steps):
         st.markdown(output_line(t("decode.output"), greedy, answer))
     else:
@@ -151,6 +165,8 @@ def outcome(view: View, result: DecodeResult, greedy: DecodeResult, answer: str 
             st.markdown(output_chips(mine, other), unsafe_allow_html=True)
         forced_at = ", ".join(str(s.index + 1) for s in result.steps if s.forced)
         st.caption(t("decode.forced_at", steps=forced_at))
+        if answer is not None and (said := recovery(result, tokenizer.encode(answer) + [EOS])) is not None:
+            st.markdown(said)
         st.button(t("decode.reset"), icon=":material/restart_alt:", key="decode_reset",
                   on_click=view.set, args=("force", ()))
     if answer is not None:
@@ -207,6 +223,7 @@ def topk_chart(view: View, decode: str, source: decodes.Source, bundle, result: 
     step_chart(decode, source, bundle, result, "topk", scale)
     if scale in SCALE_NOTES:
         st.caption(t(SCALE_NOTES[scale]))
+    code_link("generator", text=source.text)
 
 
 def attention_charts(decode: str, source: decodes.Source, bundle, result: DecodeResult, index: int) -> None:
@@ -227,6 +244,7 @@ def attention_charts(decode: str, source: decodes.Source, bundle, result: Decode
                          [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)],
                          token_labels(keys[kind]), chart_filename(task, kind, step=index), key=f"decode_csv_{kind}",
                          label=t("decode.csv", n=index + 1))
+            code_link("attention", text=source.text, kind=kind)
 
 
 def checked_forcing(view: View, tokenizer) -> dict[int, int]:
@@ -240,12 +258,12 @@ def checked_forcing(view: View, tokenizer) -> dict[int, int]:
 
 
 def current_step(view: View, n_steps: int) -> int:
-    """The 0-based step to show: the one chosen, or the middle of a fresh decode."""
+    """The 0-based step to show: the one chosen, or the first of a fresh decode."""
     step = view.get("step")
     if step is not None and step > n_steps:
         view.refuse("step", t("decode.link.steps", n=n_steps))
         step = None
-    return n_steps // 2 if step is None else step - 1
+    return 0 if step is None else step - 1
 
 
 @st.fragment
@@ -264,7 +282,7 @@ def stepper(view: View, source: decodes.Source, bundle, greedy: DecodeResult) ->
         topk_chart(view, decode, source, bundle, result)
     with right:
         force_panel(view, bundle.tokenizer, result, index)
-        outcome(view, result, greedy, *expected(bundle.task, source.text))
+        outcome(view, bundle.tokenizer, result, greedy, *expected(bundle.task, source.text))
     st.subheader(t("decode.attention"))
     st.caption(t("decode.attention_caption"))
     attention_charts(decode, source, bundle, result, index)

@@ -9,6 +9,8 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display
 from ui import model_registry as registry
 from ui.catalog import PAGES
+from ui.code_links import code_link
+from ui.lessons import FORCE
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.home import HOME
@@ -19,8 +21,10 @@ from transformer.charts.export import chart_filename
 from transformer.analysis.heads import focus_head
 from transformer.i18n import t
 
-# card text per page, (what it shows, what to try) as catalog keys; title and icon come from the navigation's catalog
+# card text per page, (what it shows, what to try) as catalog keys (title and icon come from the navigation's
+# catalog); each "Try" of a model is held to the shipped models by tests/app/test_lessons.py
 CARDS = {
+    "pages/learn/code.py": ("home.card.code", "home.try.code"),
     "pages/explore/decode.py": ("home.card.decode", "home.try.decode"),
     "pages/explore/attention.py": ("home.card.attention", "home.try.attention"),
     "pages/concepts/masks.py": ("home.card.masks", "home.try.masks"),
@@ -28,6 +32,7 @@ CARDS = {
     "pages/models/train.py": ("home.card.train", "home.try.train"),
     "pages/models/checkpoints.py": ("home.card.checkpoints", "home.try.checkpoints"),
 }
+LINKS = {"pages/explore/decode.py": {"model": "reverse", "input": FORCE.example, "step": str(FORCE.step)}}
 
 
 def intro() -> DeltaGenerator:
@@ -81,6 +86,7 @@ def at_a_glance(view: View, key: str, bundle) -> None:
         which = t("home.focus_head", layer=layer + 1, head=head + 1) if head is not None \
             else t("home.focus_mean", layer=layer + 1, heads=cfg.n_heads)
         st.caption(t("home.cross_caption", which=which))
+        code_link("attention", text=text, kind="cross", layer=layer, head=head)
 
 
 def cards() -> None:
@@ -90,9 +96,10 @@ def cards() -> None:
         for col, info in zip(st.columns(3), shown[start:start + 3]):
             what, idea = CARDS[info.path]
             with col, st.container(border=True, height="stretch"):
-                st.page_link(info.path, label=f"**{info.title}**", icon=info.icon)
+                st.page_link(info.path, label=f"**{info.title}**", icon=info.icon, query_params=LINKS.get(info.path))
                 st.markdown(t(what))
-                st.caption(t(idea))
+                st.caption(t(idea, example=code(FORCE.example), step=FORCE.step, recovers=code(FORCE.recovers),
+                             loses_place=code(FORCE.loses_place)))  # the decode card's lesson (ui/lessons.py)
 
 
 def architecture(bundle) -> None:

@@ -32,9 +32,8 @@ SHOWN_EXAMPLES = 4
 ORIGINS = Texts({"shipped": "checkpoints.origin.shipped", "trained": "checkpoints.origin.trained",
                  "uploaded": "checkpoints.origin.uploaded", "snapshot": "checkpoints.origin.snapshot"})
 TOKENIZERS = Texts({"char": "checkpoints.card.char", "sentencepiece": "checkpoints.card.sentencepiece"})
-COLUMNS = Texts({"Active": "checkpoints.table.active", "Model": "app.model", "Origin": "compare.facts.origin",
-                 "Task": "compare.facts.task", "Exact match": "errors.exact_match",
-                 "Size (MB)": "checkpoints.table.size"})  # the models table's columns (its data keeps these names)
+COLUMNS = Texts({"Model": "app.model", "Origin": "compare.facts.origin", "Task": "compare.facts.task",
+                 "Exact match": "errors.exact_match"})  # the models table's columns (its data keeps these names)
 
 
 @dataclass(frozen=True)
@@ -78,23 +77,22 @@ def created_at(card: dict) -> datetime | None:
         return None
 
 
-def row(key: str, origin: str, name: str, task: str, card: dict, size: int) -> dict:
+def row(key: str, origin: str, name: str, task: str, card: dict) -> dict:
     return {
         "key": key, "Active": "★" if key == registry.active_key() else "", "Model": name,
         "Origin": ORIGINS[origin], "Task": task_title(task),
         "Exact match": None if card.get("exact_match") is None else 100 * card["exact_match"],
-        "Size (MB)": size / 1e6,
     }
 
 
 def shipped_row(info: CheckpointInfo) -> dict:
     """From the file header alone: listing the zoo loads no weights."""
-    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.card, info.size)
+    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.card)
 
 
 def session_row(key: str, origin: str) -> dict:
     bundle = registry.bundle_for(key)
-    return row(key, origin, bundle.name, bundle.task.name, bundle.card, session_size(key, bundle))
+    return row(key, origin, bundle.name, bundle.task.name, bundle.card)
 
 
 def model_table(entries: dict[str, registry.ModelEntry]) -> pd.DataFrame:
@@ -132,15 +130,12 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
         table, hide_index=True, key=table_key(view), on_select=lambda: row_picked(view, keys),
         selection_mode="single-row", selection_default={"selection": {"rows": picked}}, placeholder="—",
         column_config={
-            "Active": st.column_config.TextColumn(COLUMNS["Active"], help=t("checkpoints.table.active_help"),
-                                                  width=60),
-            "Model": st.column_config.TextColumn(COLUMNS["Model"]),
+            "Active": st.column_config.TextColumn("★", help=t("checkpoints.table.active_help"), width=40),
+            "Model": st.column_config.TextColumn(COLUMNS["Model"], width=250),
             "Origin": st.column_config.TextColumn(COLUMNS["Origin"]),
             "Task": st.column_config.TextColumn(COLUMNS["Task"]),
             "Exact match": st.column_config.NumberColumn(
                 COLUMNS["Exact match"], format="%.1f%%", help=t("checkpoints.table.exact_match_help")),
-            "Size (MB)": st.column_config.NumberColumn(
-                COLUMNS["Size (MB)"], format="%.2f", help=t("checkpoints.table.size_help")),
         },
     )
     st.caption(t("checkpoints.table.caption"))
@@ -149,7 +144,12 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
 # ------------------------------------------------------------------------------------------------- card
 
 
-def card_facts(bundle: ModelBundle) -> None:
+def file_size(key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> int:
+    """Bytes of a model's .safetensors file: the shipped file's, or the one a session model downloads as."""
+    return entry.path.stat().st_size if entry.path is not None else session_size(key, bundle)
+
+
+def card_facts(bundle: ModelBundle, size: int) -> None:
     """The model card: task, shape, training, metrics, tokenizer; config and training settings on request."""
     card, tokenizer = bundle.card, bundle.tokenizer
     st.markdown(f"_{bundle.task.description}_")
@@ -163,6 +163,7 @@ def card_facts(bundle: ModelBundle) -> None:
     if bundle.task.params:
         lines.append(t("checkpoints.card.task_settings",
                        settings=literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items()))))
+    lines.append(t("checkpoints.card.file_size", mb=size / 1e6))  # MB of 10^6 bytes, as the `models` command says
     if (created := created_at(card)) is not None:
         lines.append(t("checkpoints.card.created", when=f"{created:%Y-%m-%d %H:%M}"))
     st.markdown("  \n".join(lines))
@@ -213,7 +214,7 @@ def card_section(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[s
                 to_widget=lambda _: key)
     bundle = registry.bundle_for(key)
     with st.container(border=True):
-        card_facts(bundle)
+        card_facts(bundle, file_size(key, entries[key], bundle))
         actions(view, key, entries[key], bundle)
     return key, bundle
 
@@ -289,15 +290,17 @@ def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
 
 
 def uploaded(view: View) -> None:
-    """on_change of both uploaders: handle a new upload once; an accepted model is active, its card shown."""
-    outcome = uploads.handle_widgets()
+    """on_change of both uploaders: handle a new upload once; an accepted model (or the listed one it equals) has
+    its card shown, and is active if the switch says so."""
+    outcome = uploads.handle_widgets(view.get("activate"))
     if outcome is not None and outcome.ok:
-        view.reset("inspect")
+        view.set("inspect", outcome.key)
 
 
 def upload_section(view: View) -> None:
     st.subheader(t("checkpoints.upload.header"))
     st.markdown(t("checkpoints.upload.text", limit=uploads.limit_text()))
+    view.widget("activate", st.toggle, t("checkpoints.upload.activate"), help=t("checkpoints.upload.activate_help"))
     left, right = st.columns([3, 2])
     file = left.file_uploader(t("checkpoints.upload.file"), type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
                               on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
@@ -325,7 +328,7 @@ def main() -> None:
             key, bundle = card_section(view, entries)
         with right:
             evaluation_section(view, key, bundle)
-        runs_table.section()
+        runs_table.section(view)
     st.divider()
     upload_section(view)
     finish(view, notes)

@@ -26,7 +26,7 @@ from transformer.bundle import ModelBundle
 from transformer.network.config import ModelConfig
 from transformer.network.decoding import greedy_decode, teacher_forced
 from transformer.network.model import EncoderDecoder
-from transformer.store.checkpoints import bundle_metadata, list_checkpoints, load_bundle
+from transformer.store.checkpoints import bundle_metadata, bundle_to_bytes, list_checkpoints, load_bundle
 from transformer.tasks import make_task
 from ui import model_registry as registry
 from ui import uploads
@@ -82,6 +82,20 @@ def linked(page: str = PAGE, **query: str):
 @pytest.fixture(scope="module")
 def reverse_bytes() -> bytes:
     return REVERSE.read_bytes()
+
+
+def variant(nudge: float) -> ModelBundle:
+    """The shipped reverse model with its generator's biases moved by `nudge`: a model not in the list."""
+    bundle = load_bundle(REVERSE)
+    with torch.no_grad():
+        bundle.model.generator.proj.bias.add_(nudge)
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def other_bytes() -> bytes:
+    """A checkpoint of a model the list does not hold yet (`variant(1e-3)`)."""
+    return bundle_to_bytes(variant(1e-3))
 
 
 @pytest.fixture(scope="module")
@@ -150,11 +164,10 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     infos = [i for i in list_checkpoints(registry.ASSETS) if i.error is None]
     assert list(shown.index) == [f"shipped:{i.path.stem}" for i in infos]
     # the columns that fit a 1024-pixel window beside the sidebar (the card below gives shape and parameters)
-    assert list(shown.columns) == ["Active", "Model", "Origin", "Task", "Exact match", "Size (MB)"]
+    assert list(shown.columns) == ["Active", "Model", "Origin", "Task", "Exact match"]  # the file size: on the card
     for info in infos:
         r = shown.loc[f"shipped:{info.path.stem}"]
         assert r["Model"] == info.name and r["Origin"] == "pretrained"
-        assert r["Size (MB)"] == pytest.approx(info.path.stat().st_size / 1e6)  # MB = 10^6 bytes, as `models`
         assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
     assert at.selectbox(key=INSPECT).value == DEFAULT
@@ -163,6 +176,7 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     reverse = load_bundle(REVERSE)
     assert f"**Tokenizer:** char, {reverse.tokenizer.vocab_size} tokens" in card
     assert f"**Parameters:** {reverse.model.num_parameters():,}" in card
+    assert f"**File size:** {REVERSE.stat().st_size / 1e6:.2f} MB" in card  # MB = 10^6 bytes, as `models`
     # the card names the held-out set its accuracy comes from: the training run's own, not Evaluate's
     assert ("**Accuracies measured on:** the training run's own held-out split (1,000 inputs, greedy, at step "
             f"{reverse.card['evaluated_step']:,}), not the fresh inputs of Evaluate below") in card
@@ -178,10 +192,11 @@ def test_upload_limit_matches_the_server_cap():
 # ----------------------------------------------------------------------------------------------- upload
 
 
-def test_good_upload_is_added_once_and_becomes_active(app, reverse_bytes):
-    at = upload(app(PAGE), "my_reverse.safetensors", reverse_bytes)
+def test_good_upload_is_added_once_and_becomes_active(app, other_bytes):
+    at = upload(app(PAGE), "my_reverse.safetensors", other_bytes)
     assert not errors(at)
     assert "loaded as “my_reverse”" in plain(at.success[0].value)
+    assert "It is now the active model on every page." in plain(at.success[0].value)
     (key,) = session_keys(at)
     assert key.startswith("uploaded:")
     assert at.session_state[registry.ACTIVE] == key and at.sidebar.selectbox[0].value == key
@@ -190,13 +205,41 @@ def test_good_upload_is_added_once_and_becomes_active(app, reverse_bytes):
     assert shown.loc[key, "Active"] and not shown.loc[DEFAULT, "Active"]
     assert at.selectbox(key=INSPECT).value == key  # its card is shown
     uploaded = at.session_state[registry.SESSION_MODELS][key][1]
-    reference = load_bundle(REVERSE)
+    reference = variant(1e-3)
     assert all(torch.equal(a, b) for a, b in zip(uploaded.model.state_dict().values(),
                                                   reference.model.state_dict().values()))
     at.run()
     at.run()  # reruns, and a metadata file added beside a .safetensors, do not add it again
     upload(at, "meta.json", b"{}", key=uploads.METADATA)
     assert session_keys(at) == [key] and at.session_state[registry.ACTIVE] == key and not errors(at)
+
+
+def test_an_upload_of_a_listed_model_is_named_as_it_and_not_added(app, reverse_bytes, other_bytes):
+    """Issue 27: the shipped reverse.safetensors uploaded back added a second `reverse` and made it active."""
+    at = app(PAGE)
+    rows = len(table(at))
+    at = upload(at, "reverse.safetensors", reverse_bytes)
+    message = plain(at.success[0].value)
+    assert "“reverse.safetensors” holds the same model as “reverse (pretrained)”, already in the list" in message
+    assert "nothing was added" in message and session_keys(at) == [] and len(table(at)) == rows
+    assert at.session_state[registry.ACTIVE] == DEFAULT and at.selectbox(key=INSPECT).value == DEFAULT
+    at = upload(at, "mine.safetensors", other_bytes)  # a model not listed yet is added ...
+    (key,) = session_keys(at)
+    at = upload(at, "mine again.safetensors", other_bytes)  # ... once: under another name it is the same model
+    assert "holds the same model as “mine (uploaded)”" in plain(at.success[0].value) and session_keys(at) == [key]
+
+
+def test_with_the_switch_off_an_upload_joins_the_list_and_the_active_model_stays(app, other_bytes):
+    at = app(PAGE)
+    at.toggle(key=VIEW.widget_key("activate")).set_value(False).run()
+    assert at.query_params["activate"] == "0"
+    at = upload(at, "mine.safetensors", other_bytes)
+    (key,) = session_keys(at)
+    assert "the active model is still the one in the sidebar" in plain(at.success[0].value)
+    assert at.session_state[registry.ACTIVE] == DEFAULT and key in table(at).index
+    assert at.selectbox(key=INSPECT).value == key  # its card, with its Make active button
+    at.button(key="ckpt_activate").click().run()
+    assert at.session_state[registry.ACTIVE] == key and at.sidebar.selectbox[0].value == key
 
 
 HOSTILE = ["pickle payload (.pt)", "pickle payload (raw pickle as .pt)", "pickle payload (as .safetensors)",
@@ -235,11 +278,11 @@ def test_loader_refuses_other_file_types_and_config_that_is_not_json(tiny):
         uploads.load_upload("bare.pt", saved(tiny.model.state_dict()), b"{oops")
 
 
-def test_uploads_per_session_are_capped(app, reverse_bytes, monkeypatch):
+def test_uploads_per_session_are_capped(app, other_bytes, monkeypatch):
     monkeypatch.setattr(uploads, "MAX_UPLOADED_MODELS", 1)
-    at = upload(app(PAGE), "one.safetensors", reverse_bytes)
+    at = upload(app(PAGE), "one.safetensors", other_bytes)
     (key,) = session_keys(at)
-    at = upload(at, "two.safetensors", reverse_bytes)
+    at = upload(at, "two.safetensors", bundle_to_bytes(variant(2e-3)))
     assert "already holds 1 uploaded models" in errors(at)[0]
     assert session_keys(at) == [key] and at.session_state[registry.ACTIVE] == key
 
@@ -248,7 +291,8 @@ def test_pt_uploads_with_metadata_inside_or_beside(app, tiny):
     meta = bundle_metadata(tiny)
     at = upload(app(PAGE), "whole.pt", saved(meta | {"state_dict": tiny.model.state_dict()}))
     assert not errors(at) and len(session_keys(at)) == 1
-    at = upload(at, "bare.pt", saved(tiny.model.state_dict()))
+    weights = {name: tensor + 1e-3 for name, tensor in tiny.model.state_dict().items()}  # another model
+    at = upload(at, "bare.pt", saved(weights))
     assert "bare state dict" in errors(at)[0] and len(session_keys(at)) == 1
     sidecar = {k: meta[k] for k in ("config", "tokenizer", "task")}
     at = upload(at, "bare.json", json.dumps(sidecar).encode(), key=uploads.METADATA)
@@ -256,18 +300,17 @@ def test_pt_uploads_with_metadata_inside_or_beside(app, tiny):
     key = at.session_state[registry.ACTIVE]
     assert table(at).loc[key, "Model"] == "bare" and table(at).loc[key, "Task"] == tiny.task.title
     loaded = at.session_state[registry.SESSION_MODELS][key][1]
-    assert all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(),
-                                                  tiny.model.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(loaded.model.state_dict().values(), weights.values()))
 
 
-def test_a_hostile_file_name_is_shown_literally_never_as_markdown(app, reverse_bytes):
+def test_a_hostile_file_name_is_shown_literally_never_as_markdown(app):
     """Issue 11: a file named like markdown (bold, an image that would fetch its URL) shows as written, in
     the outcome, the model picker, the sidebar and the table; refused or accepted."""
     at = upload(app(PAGE), f"{INJECTION}.pt", b"not a checkpoint")
     (message,) = [e.value for e in at.error]
     assert shown_literally(message) and f"“{INJECTION}.pt” was refused" in plain(message)
-    for name in (f"{INJECTION}.safetensors", f"{MARKUP}.safetensors"):
-        at = upload(at, name, reverse_bytes)
+    for nudge, name in ((1e-3, f"{INJECTION}.safetensors"), (2e-3, f"{MARKUP}.safetensors")):
+        at = upload(at, name, bundle_to_bytes(variant(nudge)))
         (message,) = [s.value for s in at.success]
         model = Path(name).stem  # "x.png)" for INJECTION: its "folders" are not part of the model's name
         assert shown_literally(message) and f"“{name}” loaded as “{model}”" in plain(message)
@@ -334,8 +377,8 @@ def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
 # ---------------------------------------------------------------------------------- card and actions
 
 
-def test_make_active_and_remove(app, reverse_bytes):
-    at = upload(app(PAGE), "second.safetensors", reverse_bytes)
+def test_make_active_and_remove(app, other_bytes):
+    at = upload(app(PAGE), "second.safetensors", other_bytes)
     (key,) = session_keys(at)
     at.selectbox(key=INSPECT).set_value(DEFAULT).run()
     assert at.button(key="ckpt_remove").disabled  # pretrained models stay

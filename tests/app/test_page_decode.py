@@ -91,12 +91,12 @@ def traced_step_rows(bundle, source_ids: list[int], prefix: list[int]) -> tuple[
     return trace.weights("cross")[:, 0, :, -1], trace.weights("decoder_self")[:, 0, :, -1]
 
 
-def test_default_state_shows_a_middle_step_of_an_example_with_charts_shaped_by_the_model(page, bundle):
+def test_default_state_shows_the_first_step_of_an_example_with_charts_shaped_by_the_model(page, bundle):
     text = shown_input(page)
     assert text == bundle.task.examples()[0] and "shared_input" not in page.session_state
     result = greedy_decode(bundle.model, bundle.tokenizer, text)
     t = shown_step(page)
-    assert t == len(result.steps) // 2 > 0 and "decode_step" not in page.session_state
+    assert t == 0 and "decode_step" not in page.session_state
     assert not page.query_params
     assert not page.error and not page.warning
 
@@ -165,6 +165,13 @@ def test_the_player_holds_every_step_and_a_move_updates_what_the_server_draws(pa
     move_to(page, len(output) - 1)
     assert player_choice(page) == "</s>"
     assert not page.exception
+
+
+def test_a_new_input_opens_at_its_first_step(page):
+    move_to(page, 4)
+    assert shown_step(page) == 4
+    page.text_input(key=INPUT_BOX).set_value("abcdef").run()
+    assert shown_step(page) == 0 and "step" not in page.query_params
 
 
 def test_forcing_a_token_changes_the_continuation_and_reset_returns_to_greedy(page, bundle):
@@ -284,8 +291,7 @@ def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
     assert at.selectbox(key="active_model_widget").value == "shipped:reverse"
     bundle = load_bundle(REVERSE)
     example = bundle.task.examples()[0]
-    result = greedy_decode(bundle.model, bundle.tokenizer, example)
-    assert shown_input(at) == example and shown_step(at) == len(result.steps) // 2
+    assert shown_input(at) == example and shown_step(at) == 0
     assert not any(m.value.startswith("**With forcing:**") for m in at.markdown)
     assert at.segmented_control(key="decode_beam_widget").value == 4
     assert set(at.query_params) <= {"v"}, dict(at.query_params)  # the URL shows the default view

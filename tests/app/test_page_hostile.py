@@ -140,10 +140,11 @@ def test_a_bad_card_never_hides_a_page_a_model_or_the_uploader(app, assets, bad_
 
     open_page(at, CHECKPOINTS_PAGE)
     pt = io.BytesIO()
-    bundle = tiny_bundle()
+    bundle = tiny_bundle(d_ff=64)  # models not in the list yet (one in it would be named, not added)
     torch.save(json.loads(json.dumps(bundle_metadata(bundle) | {"card": BAD_CARD}))
                | {"state_dict": bundle.model.state_dict()}, pt)
-    for name, data in (("uploaded_bad_card.safetensors", bad_card_bytes), ("uploaded_bad_card.pt", pt.getvalue())):
+    for name, data in (("uploaded_bad_card.safetensors", with_card(tiny_bundle(d_ff=48), BAD_CARD)),
+                       ("uploaded_bad_card.pt", pt.getvalue())):
         upload(at, name, data)
         (message,) = texts(at, "success")
         assert f"“{name}” loaded as “uploaded_bad_card”" in message and "Its model card was cleaned" in message

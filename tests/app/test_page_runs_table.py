@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from transformer.store.checkpoints import list_checkpoints, load_bundle
 from ui import model_registry as registry
 from ui import runs, runs_table
+from ui.tables.checkpoints import CHECKPOINTS
 
 PAGE = "pages/models/checkpoints.py"
 
@@ -49,6 +50,9 @@ def pick(at, *rows: int):
 
 def test_every_run_and_model_is_one_row_with_its_numbers(session):
     at, first, second = session
+    assert list(table(at).columns) == list(runs_table.FEW_COLUMNS)  # what fits a 1024-pixel window
+    at.toggle(key=CHECKPOINTS.view().widget_key("every_column")).set_value(True).run()
+    assert at.query_params["every_column"] == "1"
     frame = table(at)
     assert list(frame["Source"][:2]) == ["run 1", "run 2"]
     assert list(frame["State"][:2]) == ["stopped", "paused"]

@@ -111,7 +111,7 @@ def test_start_pause_resume_stop_then_use_the_model(train_page):
     wait_for(at, lambda a: state(a) == "stopped")
     assert job_of(at).join(10)
     at.run()  # the render that saw the job stop may have come just before it did
-    assert any("was stopped" in m.value for m in at.markdown)
+    assert any("you stopped the run" in m.value for m in at.markdown)
     stopped_at = job_of(at).snapshot().step
 
     at.text_input(key=key("name")).input("my reverser").run()
@@ -331,7 +331,7 @@ def test_a_run_that_finishes_while_followed_shows_its_final_probe(train_page):
     at.button(key="train_start").click().run()
     # the page as rendered, not the job: a run may finish between a render and a look at its job
     wait_for(at, lambda a: any(m.value.startswith("**Finished:**") for m in a.markdown) and a.get("plotly_chart"))
-    assert state(at) == "finished" and any("ran all its steps" in m.value for m in at.markdown)
+    assert state(at) == "finished" and any("completed all" in m.value for m in at.markdown)
     assert f"training step {runs.PROBE_EVERY + 5}" in probe_chart(at)[0]
     assert at.button(key="train_use") and not at.button(key="train_start").disabled
 

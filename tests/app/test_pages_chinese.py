@@ -27,6 +27,13 @@ def test_a_chinese_link_shows_every_page_in_chinese(page):
     assert english_on(at) == []
 
 
+@pytest.mark.parametrize("kind", ["encoder_self", "decoder_self"])
+def test_the_code_page_reads_in_chinese_for_each_attention_kind(kind):  # the default, cross, is walked above
+    at = open_link("pages/learn/code.py", {"lang": "zh", "kind": kind})
+    assert not at.exception, at.exception
+    assert english_on(at) == []
+
+
 def test_the_train_page_reads_in_chinese_once_a_run_has_trained(train_page):  # the fixture stops the run
     at = train_page_from(open_link("pages/models/train.py", {"lang": "zh"}))
     with using("zh"):  # AppTest formats the widgets' values for the next run in this thread, as the page did

@@ -8,7 +8,8 @@ import pytest
 from helpers.repo import ROOT
 
 # page -> what its default state must show: charts, or the checkpoints page's table of models
-PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plotly_chart",
+PAGES = {"pages/learn/home.py": "plotly_chart", "pages/learn/code.py": "plotly_chart",
+         "pages/explore/decode.py": "plotly_chart",
          "pages/explore/attention.py": "plotly_chart", "pages/concepts/masks.py": "plotly_chart",
          "pages/concepts/positions.py": "plotly_chart", "pages/models/train.py": "plotly_chart",
          "pages/models/checkpoints.py": "dataframe"}

@@ -1,6 +1,7 @@
-"""Checkpoints page in a real browser: upload a good checkpoint through the file input, make models active,
-download, refuse a hostile file, decode with the uploaded model on the decoding page, and show a file named
-like markdown as written; a copied link restores the view (models and evaluation) on a fresh server."""
+"""Checkpoints page in a real browser: upload a good checkpoint through the file input (a file of a model already
+listed is named as that model, not added), make models active, download, refuse a hostile file, decode with the
+uploaded model on the decoding page, and show a file named like markdown as written; a copied link restores the
+view (models and evaluation) on a fresh server."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from helpers.browser import on_a_fresh_server, open_app_page, read_settled, scre
 from helpers.repo import REVERSE, needs_reverse
 
 from transformer.network.decoding import greedy_decode
-from transformer.store.checkpoints import list_checkpoints, load_bundle
+from transformer.store.checkpoints import bundle_to_bytes, list_checkpoints, load_bundle
 from ui import uploads
 from ui.tables.checkpoints import CHECKPOINTS
 
@@ -23,6 +24,14 @@ INSPECT, SAMPLES, SEED = (f".st-key-{VIEW.widget_key(name)}" for name in ("inspe
 MARKUP = "**bold**![x](http:example.invalid) <img src=x.png> :red[r] `c` $x$"  # a file name: no "/" in one
 
 pytestmark = [pytest.mark.browser, needs_reverse]
+
+
+def variant(nudge: float):
+    """The shipped reverse model with its generator's biases moved by `nudge`: a model not in the list."""
+    bundle = load_bundle(REVERSE)
+    with torch.no_grad():
+        bundle.model.generator.proj.bias.add_(nudge)
+    return bundle
 
 
 def upload(pg, path: Path | dict) -> None:
@@ -52,10 +61,17 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     pg.locator("[data-testid=stDataFrame]").first.wait_for()
     assert "reverse (pretrained)" in active_model(pg)
 
-    mine = tmp_path / "my_reverse.safetensors"
-    shutil.copyfile(REVERSE, mine)
-    upload(pg, mine)
+    again = tmp_path / "reverse_again.safetensors"  # the shipped file itself: named, not added a second time
+    shutil.copyfile(REVERSE, again)
+    upload(pg, again)
     success = pg.locator("[data-testid=stAlertContentSuccess]")
+    assert "holds the same model as “reverse (pretrained)”" in success.inner_text()
+    assert "reverse (pretrained)" in active_model(pg)
+
+    reference = variant(1e-3)
+    mine = tmp_path / "my_reverse.safetensors"
+    mine.write_bytes(bundle_to_bytes(reference))
+    upload(pg, mine)
     assert "loaded as “my_reverse”" in success.inner_text()
     assert "my_reverse (uploaded)" in active_model(pg)
     screenshot(pg, "checkpoints_uploaded")
@@ -79,7 +95,6 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
         pg.locator(".st-key-ckpt_download").get_by_role("button", name="Download").click()
     assert download.value.suggested_filename == "my_reverse.safetensors"
     fetched = load_bundle(download.value.path())
-    reference = load_bundle(REVERSE)
     assert fetched.name == "my_reverse"
     assert all(torch.equal(a, b) for a, b in zip(fetched.model.state_dict().values(),
                                                   reference.model.state_dict().values()))
@@ -111,7 +126,7 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     pg.on("request", lambda request: fetched.append(request.url) if "x.png" in request.url
           or "example.invalid" in request.url else None)
     upload(pg, {"name": f"{MARKUP}.safetensors", "mimeType": "application/octet-stream",
-                "buffer": REVERSE.read_bytes()})
+                "buffer": bundle_to_bytes(variant(2e-3))})
     alert = pg.locator("[data-testid=stAlertContentSuccess]")
     assert f"“{MARKUP}.safetensors” loaded as “{MARKUP}”" in alert.inner_text()
     assert alert.locator("img, strong, a, code, span[class*=math]").count() == 0

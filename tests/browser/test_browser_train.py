@@ -18,7 +18,7 @@ TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "Heads": "2"},
         "Training settings": {"Batch size": "16", "Total steps": "5000"}}  # still training when paused
 CURVES_POINTS = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
-    .find(d => d.data && d.data.some(t => t.name === 'held-out exact match'));
+    .find(d => d.data && d.data.some(t => t.name === 'exact match'));
   return chart ? chart.data.map(t => t.x.length) : null;
 }"""
 PROBE_TITLE = """() => {
@@ -111,7 +111,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
 
     page.get_by_role("button", name="Stop", exact=True).click()
     settle(page)
-    wait_until(page, lambda: page.get_by_text("was stopped").count(), "the stopped state")
+    wait_until(page, lambda: page.get_by_text("you stopped the run").count(), "the stopped state")
     with page.expect_download() as download:
         page.get_by_role("button", name="Download .safetensors").click()
     data = download.value.path().read_bytes()
@@ -256,12 +256,12 @@ def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser)
         wait_until(second, lambda: second.get_by_text("Training…").count() and step_shown(second) > 0,
                    "the second run to start", timeout=120)
         second.get_by_role("button", name="Stop", exact=True).click()
-        wait_until(second, lambda: second.get_by_text("was stopped").count(), "the second run to stop")
+        wait_until(second, lambda: second.get_by_text("you stopped the run").count(), "the second run to stop")
         assert first.get_by_text("Paused.").count() and step_shown(first) == frozen  # untouched by the other
         first.get_by_role("button", name="Resume", exact=True).click()
         wait_until(first, lambda: step_shown(first) > frozen, "the first run to resume", timeout=120)
         first.get_by_role("button", name="Stop", exact=True).click()
-        wait_until(first, lambda: first.get_by_text("was stopped").count(), "the first run to stop")
+        wait_until(first, lambda: first.get_by_text("you stopped the run").count(), "the first run to stop")
     finally:
         for context in contexts:
             context.close()

@@ -20,7 +20,7 @@ ALLOWED = {
     "Transformer", "softmax", "logit", "logits", "RoPE", "ALiBi", "Adam", "Muon", "Xavier", "top", "PNG", "SVG",
     "CSV", "TSV", "GIF", "MP4", "HTML", "JSON", "UTF", "ISO", "PE", "GPU", "CPU", "CUDA", "MB", "sin", "cos", "diag",
     "sentencepiece", "pos", "RMS", "Enter", "norm", "sublayer", "Noto", "CJK", "Top", "inf", "README", "PyTorch",
-    "UTC", "pickle", "QK", "png", "svg",
+    "UTC", "pickle", "QK", "png", "svg", "ReLU", "KV", "log", "Annotated",  # Annotated: the Annotated Transformer
 }
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]*[A-Za-z0-9]")
 TEXT_FIELDS = {"label", "help", "body", "placeholder", "content", "displayText", "text", "title", "name",

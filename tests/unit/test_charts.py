@@ -225,6 +225,21 @@ def test_training_curves_split_loss_and_bounded_accuracies():
     assert len(thinned.x) <= 20 and thinned.x[0] == 0 and thinned.x[-1] == 99
 
 
+def test_training_curves_span_the_run_from_its_first_point_and_shade_the_gap_to_training():
+    first = [{"step": 25, "loss": 2.3, "token_accuracy": 0.3, "exact_match": 0.0, "train_loss": 1.0,
+              "train_token_accuracy": 0.6}]
+    fig = C.training_curves(first, steps=600)
+    assert list(fig.layout.xaxis2.range) == [0, 600]  # the whole run's axis, not 24-26 around one point
+    assert all(trace.mode == "lines+markers" for trace in fig.data)  # a lone point is drawn
+    names = [trace.name for trace in fig.data]
+    assert names == ["training batch", "loss", "training token accuracy", "token accuracy", "exact match"]
+    assert [trace.showlegend for trace in fig.data] == [True, True, False, True, True]  # dashed: said once
+    assert "held-out loss" in fig.data[1].hovertemplate and "training loss" in fig.data[0].hovertemplate
+    held_out, training = fig.data[1], fig.data[0]
+    assert held_out.fill == "tonexty" and training.line.dash == "dash" and held_out.line.dash == "solid"
+    assert C.training_curves(first).layout.xaxis2.range is None  # no run length given: plotly's own
+
+
 def test_architecture_diagram_follows_the_config():
     fig = C.architecture_diagram(3, 2, 8, 64, 256, norm="post")
     text = " ".join(a.text for a in fig.layout.annotations)

@@ -192,6 +192,16 @@ ESTIMATE_CASES = {
             kept = (result, result.attention())
     """, lambda: budget.decode_estimate(tiny_bundle(n_enc_layers=4, n_dec_layers=4, n_heads=16, max_len=384).config,
                                        129, 384)),
+    # the code page's detailed teacher-forced pass: attention and every layer's intermediates kept
+    "detailed": ("""
+        from transformer.network.decoding import teacher_forced
+        from tests.helpers.hostile import tiny_bundle
+        bundle = tiny_bundle(n_enc_layers=4, n_dec_layers=4, d_model=256, n_heads=8, d_ff=1024, max_len=256)
+        def work():
+            global kept
+            kept = teacher_forced(bundle.model, bundle.tokenizer, "abcdefgh" * 16, "abcdefgh" * 15, detail=True)
+    """, lambda: budget.decode_estimate(tiny_bundle(n_enc_layers=4, n_dec_layers=4, d_model=256, n_heads=8,
+                                                    d_ff=1024, max_len=256).config, 129, 121, detail=True)),
     # two training steps and an evaluation of 1,000 held-out pairs
     "training": ("""
         from transformer.training.config import TrainConfig
@@ -222,7 +232,7 @@ ESTIMATE_CASES = {
 def test_estimate_is_within_a_factor_of_three_of_the_measured_peak(case):
     code, estimate = ESTIMATE_CASES[case]
     measured, expected = measured_peak_mb(code), estimate().mb
-    if case == "training":  # the weights existed before the measurement began
+    if case in ("training", "detailed"):  # the weights existed before the measurement began
         expected -= estimate().parts["weights"] / MB
     print(f"\n{case}: estimated {expected:.0f} MB, measured {measured:.0f} MB")
     FIGURES[f"estimate check: {case}"] = (measured, f"estimated {expected:.0f} MB")

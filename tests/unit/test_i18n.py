@@ -87,6 +87,12 @@ def test_a_table_of_keys_reads_in_the_current_language():
         assert kinds["cross"] == "交叉注意力"
 
 
+def test_sentences_run_together_as_each_language_writes_them():
+    assert i18n.sentences(["It rose.", "Stop early."]) == "It rose. Stop early."
+    with using("zh"):
+        assert i18n.sentences(["它上升了。", "早点停。"]) == "它上升了。早点停。"
+
+
 def test_bold_beside_chinese_punctuation_is_checked_on_both_sides():
     from helpers.catalog import broken_bold
 

@@ -268,3 +268,14 @@ def test_topk_bar_shows_values_on_each_scale_with_readable_labels(scale, title):
     assert len(set(fig.data[0].text)) == 3  # the runners-up never all read the same "0.000"
     with pytest.raises(ValueError, match="scale"):
         topk_bar(["a"], [1.0], scale="odds")
+
+
+def test_the_tokens_that_matter_are_those_with_a_share_in_some_stage_and_the_drawn_one():
+    from transformer.charts import tokens_that_matter
+
+    stages = {"model": np.array([0.9, 0.05, 0.001, 0.049]), "after temperature": np.array([0.6, 0.2, 0.003, 0.197])}
+    assert tokens_that_matter(stages, drawn=0) == [0, 1, 3]  # by their largest share: 0.9, 0.2, 0.197
+    assert tokens_that_matter(stages, drawn=2) == [0, 1, 3, 2]  # the drawn one is always there
+    assert tokens_that_matter(stages, drawn=0, most=1) == [0]
+    flat = {"model": np.full(200, 1 / 200)}  # nobody holds 1%: the likeliest one, then the drawn
+    assert tokens_that_matter(flat, drawn=7) == [0, 7]

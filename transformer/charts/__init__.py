@@ -13,8 +13,8 @@ from .attention import (
     step_attention_spec,
 )
 from .common import KIND_COLORS, KIND_SHORT, KIND_TITLES, attention_title, read_labels, token_labels, with_title_line
-from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix
-from .sampling import sampling_bars
+from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix, token_vectors
+from .sampling import sampling_bars, tokens_that_matter
 from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, topk_spec, training_curves
 
 __all__ = [
@@ -22,5 +22,5 @@ __all__ = [
     "attention_title", "embedding_sum", "head_grid", "head_stats_heatmap", "importance_heatmap", "mask_heatmap",
     "padded_batch_heatmap", "position_similarity", "positional_curves", "positional_matrix", "read_labels",
     "removal_curve", "sampling_bars", "scores_heatmap", "step_attention_rows", "step_attention_spec", "token_labels",
-    "topk_bar", "topk_spec", "training_curves", "with_title_line",
+    "token_vectors", "tokens_that_matter", "topk_bar", "topk_spec", "training_curves", "with_title_line",
 ]

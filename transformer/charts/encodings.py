@@ -80,3 +80,18 @@ def embedding_sum(token_embeddings, positional, labels: list[str], title: str | 
                           xaxis=dict(_titled(t("charts.dimension")), showgrid=False),
                           yaxis=dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, tickfont=dict(size=13)))
     return figure(traces, title or t("charts.pe.embedding_sum"), height=max(300, 26 * len(y) + 170), top=90, **layout)
+
+
+def token_vectors(values, labels: list[str], title: str, what: str | None = None, bound: float | None = None
+                  ) -> go.Figure:
+    """One vector per token (tokens, width): tokens down in order, `what` (its columns in words: "dimension", the
+    default, or "hidden unit") across, on a diverging scale around 0 (symmetric; `bound` fixes its ends, so two
+    charts compare)."""
+    what = what or t("charts.dimension")
+    v = as_array(values, 2, "values")
+    y = check_labels(labels, v.shape[0], "token labels")
+    heatmap = _signed_heatmap(v, t("charts.hover.vector", what=what), bound or _bound(v), y=y,
+                              colorbar=dict(_titled(t("charts.value")), thickness=12))
+    return figure([heatmap], title, height=max(200, 22 * len(y) + 110), top=64, left=10,
+                  xaxis=dict(_titled(what), showgrid=False),
+                  yaxis=dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, tickfont=dict(size=13)))

@@ -19,7 +19,8 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
                   title: str | None = None) -> go.Figure:
     """Grouped horizontal bars, one group per token (in the given order from the top) and one bar per stage
     (`stages`: stage -> probabilities of `pieces`, in STAGE_COLORS order when named so; a stage of another name
-    is shown by that name). The drawn token's bars are outlined; a token the filters dropped reads "0"."""
+    is shown by that name). The drawn token's bars are outlined; a token the filters dropped reads "0", one under
+    0.1% "<0.1%"."""
     if not stages:
         raise ValueError("at least one stage of probabilities is needed")
     traces = []
@@ -33,7 +34,7 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
         traces.append(go.Bar(
             x=p, y=[display_piece(piece) for piece in pieces], orientation="h", name=label,
             marker=dict(color=STAGE_COLORS.get(name, HIGHLIGHT), line=dict(color="#222", width=outline)),
-            text=["0" if v == 0 else f"{v:.3f}" if v >= 0.001 else f"{v:.1e}" for v in p], textposition="outside",
+            text=["0" if v == 0 else f"{v:.1%}" if v >= 0.001 else "<0.1%" for v in p], textposition="outside",
             cliponaxis=False, textfont=dict(size=11),
             hovertemplate=t("charts.hover.token_value", name=label) + EXTRA,
         ))
@@ -43,3 +44,12 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
                   xaxis=dict(range=[0, 1.18], tickformat=".0%", title=dict(text=t("charts.topk.probability")),
                              gridcolor="#eee"),
                   yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))
+
+
+def tokens_that_matter(stages: dict[str, np.ndarray], drawn: int, most: int = 6, least: float = 0.01) -> list[int]:
+    """The ids worth a bar: the tokens holding at least `least` of the probability in some stage, the likeliest
+    first (at most `most`; the likeliest one if none does), and the `drawn` one. The rest are summed in one bar."""
+    share = np.max(np.stack([np.asarray(p, dtype=np.float64) for p in stages.values()]), axis=0)
+    order = np.argsort(-share, kind="stable")
+    ids = [int(i) for i in order[:most] if share[i] >= least] or [int(order[0])]
+    return ids if drawn in ids else [*ids, drawn]

@@ -20,7 +20,21 @@ HEAD_METRICS = {
     "max_weight": ("charts.stats.max_weight", (0.0, 1.0), WEIGHT_SCALE),
     "alignment": ("charts.stats.alignment", (0.0, 1.0), WEIGHT_SCALE),
 }
-CURVE_COLORS = {"loss": "#222222", "token_accuracy": "#0072B2", "exact_match": "#D55E00"}
+CURVE_COLORS = {"loss": "#222222", "token_accuracy": "#0072B2", "exact_match": "#D55E00", "train_loss": "#8c8c8c",
+                "train_token_accuracy": "#56B4E9"}
+# (metric key, legend name, hover name (catalog keys), axes) in drawing order, a training curve just before the
+# held-out one it is shaded to; the legend names the held-out metrics and, once, the dashed training batch (the
+# caption says the rest)
+CURVES = (("train_loss", "charts.curves.training_batch", "charts.curves.training_loss", ("x", "y")),
+          ("loss", "charts.loss", "charts.curves.held_out_loss", ("x", "y")),
+          ("train_token_accuracy", "charts.curves.training_token_accuracy", "charts.curves.training_token_accuracy",
+           ("x2", "y2")),
+          ("token_accuracy", "charts.token_accuracy", "charts.curves.held_out_token_accuracy", ("x2", "y2")),
+          ("exact_match", "charts.exact_match", "charts.held_out_exact_match", ("x2", "y2")))
+TRAINING = ("train_loss", "train_token_accuracy")  # the latest training batch's, drawn dashed
+GAP_OF = {"loss": "train_loss", "token_accuracy": "train_token_accuracy"}  # held-out metric -> its training one
+GAP_COLOR = "rgba(213, 94, 0, 0.16)"  # the gap between training and held-out
+FEW_POINTS = 12  # with this many points or fewer, every curve shows its points (the first seconds of a run)
 
 
 # topk_bar scales: catalog keys of (axis title, the scale's name: hover and choices); log-probabilities and logits
@@ -109,27 +123,37 @@ def _thin(count: int, max_points: int) -> np.ndarray:
     return np.unique(np.linspace(0, count - 1, max_points).round().astype(int))
 
 
-def training_curves(history: list[dict], title: str | None = None, max_points: int = 400) -> go.Figure:
-    """Loss (top) and token accuracy / exact match on 0..1 (bottom) against the step. Entries may lack a
-    metric (exact match is measured less often); at most `max_points` entries are drawn, so a live chart
-    sends a bounded amount however long training runs. Zoom survives live updates (uirevision)."""
+def training_curves(history: list[dict], title: str | None = None, max_points: int = 400,
+                    steps: int | None = None) -> go.Figure:
+    """Loss (top) and token accuracy / exact match on 0..1 (bottom) against the step: the held-out metrics, and
+    where the rows hold them the training batch's loss and token accuracy, dashed, the gap between training and
+    held-out shaded. Entries may lack a metric (exact match is measured less often); at most `max_points` entries
+    are drawn, so a live chart sends a bounded amount however long training runs. `steps`: the run's length, the
+    step axis's end from the first point on. Zoom survives live updates (uirevision)."""
     rows = [history[i] for i in _thin(len(history), max_points)]
-    traces = []
-    for name, axes, label in (("loss", ("x", "y"), t("charts.loss")),
-                              ("token_accuracy", ("x2", "y2"), t("charts.token_accuracy")),
-                              ("exact_match", ("x2", "y2"), t("charts.held_out_exact_match"))):
+    traces, drawn = [], set()
+    for name, legend, label, axes in CURVES:
         points = [(r["step"], r[name]) for r in rows if r.get(name) is not None]
-        steps, values = (list(v) for v in zip(*points)) if points else ([], [])
+        if name in TRAINING and not points:
+            continue
+        steps_, values = (list(v) for v in zip(*points)) if points else ([], [])
+        gap = GAP_OF.get(name) in drawn  # shaded down (or up) to its training curve, drawn just before
+        drawn.add(name)
         traces.append(go.Scatter(
-            x=steps, y=values, name=label, mode="lines+markers" if name == "exact_match" else "lines",
-            line=dict(color=CURVE_COLORS[name], width=2.5), marker=dict(size=6), xaxis=axes[0], yaxis=axes[1],
-            hovertemplate=t("charts.hover.curve_step", name=label) + EXTRA,
+            x=steps_, y=values, name=t(legend), showlegend=name != "train_token_accuracy", xaxis=axes[0],
+            yaxis=axes[1], mode="lines+markers" if name == "exact_match" or len(points) <= FEW_POINTS else "lines",
+            line=dict(color=CURVE_COLORS[name], width=2 if name in TRAINING else 2.5,
+                      dash="dash" if name in TRAINING else "solid"), marker=dict(size=6),
+            fill="tonexty" if gap else None, fillcolor=GAP_COLOR if gap else None,
+            legendrank=2 if name in TRAINING else 1,
+            hovertemplate=t("charts.hover.curve_step", name=t(label)) + EXTRA,
         ))
+    span = dict(range=[0, steps]) if steps else {}
     return figure(  # loss on top, accuracies below, one shared step axis
         traces, title or t("charts.training"), height=480, uirevision="training",
         legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom", xanchor="left"),
         xaxis=dict(anchor="y", domain=[0.0, 1.0], gridcolor="#eee", matches="x2", showticklabels=False),
-        xaxis2=dict(anchor="y2", domain=[0.0, 1.0], gridcolor="#eee", title=dict(text=t("charts.step_axis"))),
+        xaxis2=dict(anchor="y2", domain=[0.0, 1.0], gridcolor="#eee", title=dict(text=t("charts.step_axis")), **span),
         yaxis=dict(anchor="x", domain=[0.54, 1.0], gridcolor="#eee", rangemode="tozero",
                    title=dict(text=t("charts.loss"))),
         yaxis2=dict(anchor="x2", domain=[0.0, 0.46], gridcolor="#eee", range=[0, 1.02], tickformat=".0%",

@@ -25,8 +25,10 @@ STEP_MARK = "#009E73"  # the line marking the probe's step on the curves (none o
 
 
 def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
-    """Held-out loss, token accuracy and exact match against the step (at most CURVE_POINTS points)."""
-    fig = training_curves(snapshot.history, title=t("charts.training_title", task=task_name), max_points=CURVE_POINTS)
+    """Held-out loss, token accuracy and exact match against the step, beside the training batch's loss and token
+    accuracy (at most CURVE_POINTS points), on a step axis as long as the run."""
+    fig = training_curves(snapshot.history, title=t("charts.training_title", task=task_name),
+                          max_points=CURVE_POINTS, steps=snapshot.max_steps)
     return fig.update_layout(margin_t=96)  # room for the legend between the title and the plot
 
 
@@ -37,7 +39,10 @@ def mark_step(fig: go.Figure, step: int) -> go.Figure:
     for x, y in (("x", "y"), ("x2", "y2")):  # one line per panel
         marked.add_shape(type="line", xref=x, yref=f"{y} domain", x0=step, x1=step, y0=0, y1=1,
                          line=dict(color=STEP_MARK, width=2, dash="dot"))
-    marked.add_annotation(x=step, xref="x", y=1, yref="y domain", yanchor="top", xanchor="left", xshift=3,
+    span = fig.layout.xaxis2.range  # the run's length, when the axis has it: past its middle the label goes left
+    right = span is not None and step > span[1] / 2
+    marked.add_annotation(x=step, xref="x", y=1, yref="y domain", yanchor="top", xanchor="right" if right else "left",
+                          xshift=-3 if right else 3,
                           showarrow=False, text=t("charts.probe_step", step=step), font=dict(color=STEP_MARK, size=13),
                           bgcolor="rgba(255,255,255,0.85)")
     return marked

@@ -33,7 +33,8 @@ def attention(
 
     `mask` is boolean, True = may attend, broadcastable to (batch, heads, queries, keys); `bias` (ALiBi) is
     added to the scores before the mask. A query row whose every key is masked gets weights of exactly 0 (never
-    NaN). With a `trace`, the scores, the mask and the weights are recorded at `site` (kind, layer).
+    NaN). With a `trace`, the scores, the mask and the weights are recorded at `site` (kind, layer), and a
+    detailed trace keeps q, k, v and each head's output.
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
     if bias is not None:
@@ -45,7 +46,10 @@ def attention(
         trace.record(*site, scores, mask, weights)
     if dropout_p > 0:
         weights = F.dropout(weights, dropout_p)
-    return weights @ v
+    heads = weights @ v
+    if trace is not None:
+        trace.keep(site, q=q, k=k, v=v, heads=heads)
+    return heads
 
 
 # The checkpoint names of the query, key and value projections, the three row blocks of `in_proj_weight`.
@@ -155,12 +159,16 @@ class MultiHeadAttention(nn.Module):
         positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`forward` from queries already projected (`queries` or `project`): every head's attention, the heads
-        concatenated, then W^O."""
+        concatenated, then W^O (a detailed trace keeps the concatenation and the output at `site`)."""
         k, v = keys_values
         bias = self.position_bias(positions, k.size(2), q.dtype)
         out = attention(q, k, v, mask, self.dropout if self.training else 0.0, trace, site, bias)
         batch, heads, length, d_head = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(batch, length, heads * d_head))
+        concat = out.transpose(1, 2).reshape(batch, length, heads * d_head)
+        output = self.out_proj(concat)
+        if trace is not None:
+            trace.keep(site, concat=concat, output=output)
+        return output
 
 
 def joint_projections(module: nn.Module) -> list[nn.Parameter]:

@@ -16,6 +16,10 @@ What is counted (float32, 4 bytes a number; P = parameters):
     2 x 4 x heads x (enc_layers x S^2 + dec_layers x (T^2 + T x S)) for a source of S tokens and T steps
     (by default S = T = max_len, the worst case), plus the KV cache and one step's full trace;
     `decode --json` adds the JSON text of every attention number (Python floats, then text: ~60 bytes each);
+    a detailed trace (the code page's) adds every layer's intermediates: per encoder layer 14 S d_model + S d_ff
+    numbers (q, k, v, the heads, their concatenation and W^O's output; each sublayer's input, normalised input,
+    output and sum; the feed-forward's hidden layer), per decoder layer 22 T d_model + 2 S d_model + T d_ff;
+    plus the two stacks' outputs;
   * training: weights, gradients and Adam's two moments (4 x 4P), the activations kept for the backward
     pass of one batch (per token and layer: ~12 d_model + 2 d_ff numbers, plus 3 attention matrices of
     heads x keys), the logits three times (logits, log-softmax, gradient), and the larger of that and an
@@ -162,11 +166,19 @@ def load_estimate(config: ModelConfig) -> Estimate:
                     detail=f"{parameter_count(config):,} parameters")
 
 
+def detail_numbers(config: ModelConfig, source_len: int, steps: int) -> int:
+    """The intermediate tensors' numbers a detailed trace of one pass keeps (see the module's docstring)."""
+    s, t, d, f = source_len, steps, config.d_model, config.d_ff
+    return (config.n_enc_layers * (14 * s * d + s * f) + config.n_dec_layers * (22 * t * d + 2 * s * d + t * f)
+            + (s + t) * d)
+
+
 def decode_estimate(config: ModelConfig, source_len: int | None = None, steps: int | None = None,
-                    json_output: bool = False, rows: int = 1) -> Estimate:
+                    json_output: bool = False, rows: int = 1, detail: bool = False) -> Estimate:
     """One traced greedy decode of a `source_len`-token source (with </s>) for up to `steps` steps, the
     model loaded; defaults: both max_len (the worst case a model allows). `json_output`: `decode --json`.
-    `rows`: a traced batch of that many sequences (the masks page's teacher-forced pass)."""
+    `rows`: a traced batch of that many sequences (the masks page's teacher-forced pass). `detail`: a detailed
+    trace (the code page's teacher-forced pass)."""
     s, t = _lengths(config, source_len, steps)
     d, heads, layers = config.d_model, config.n_heads, config.n_enc_layers + config.n_dec_layers
     numbers = rows * trace_numbers(config, s, t)
@@ -178,6 +190,8 @@ def decode_estimate(config: ModelConfig, source_len: int | None = None, steps: i
     }
     if json_output:
         parts["JSON output"] = JSON_BYTES_PER_NUMBER * numbers
+    if detail:
+        parts["intermediate tensors"] = rows * FLOAT * detail_numbers(config, s, t)
     enc_mac, dec_mac = _matmul_params(config)
     flops = 2 * (s * config.n_enc_layers * enc_mac + t * config.n_dec_layers * dec_mac + t * d * config.tgt_vocab)
     flops += 4 * d * (config.n_enc_layers * s * s + config.n_dec_layers * (t * t / 2 + t * s))

@@ -36,10 +36,12 @@ class DecodeBudgetError(DecodeError, BudgetError):
     work. Both a DecodeError (pages show its message like any decode error) and a BudgetError."""
 
 
-def check_decode_budget(model: EncoderDecoder, source_len: int, steps: int, json_output: bool = False) -> None:
+def check_decode_budget(model: EncoderDecoder, source_len: int, steps: int, json_output: bool = False,
+                        detail: bool = False) -> None:
     """DecodeBudgetError when a traced decode of `source_len` tokens for up to `steps` steps (`json_output`:
-    plus its JSON text) would need more memory than AP_MODEL_BUDGET_MB allows (see transformer.network.budget)."""
-    estimate = decode_estimate(model.config, source_len, steps, json_output)
+    plus its JSON text; `detail`: a detailed trace) would need more memory than AP_MODEL_BUDGET_MB allows (see
+    transformer.network.budget)."""
+    estimate = decode_estimate(model.config, source_len, steps, json_output, detail=detail)
     if not estimate.fits():
         raise DecodeBudgetError(estimate.message())
 
@@ -378,21 +380,23 @@ def teacher_forced(
     causal: bool = True,
     trace: bool = True,
     positions: bool = True,
+    detail: bool = False,
 ) -> TeacherForcedResult:
     """One pass over `<s> target` as the decoder input, every position predicting its next token.
 
     With `causal=False` the target mask is dropped, so each position also attends to the
     tokens it should predict: the decoder self-attention puts weight above the diagonal and the
     predictions change. `target` excludes the closing </s> (it is expected at the last position);
-    it may be empty. `trace=False` skips recording (faster).
+    it may be empty. `trace=False` skips recording (faster); `detail=True` records a detailed trace (every
+    layer's intermediate tensors too).
     """
     src_ids = _source_ids(model, tokenizer, source)
     tgt_ids = [BOS] + _token_ids(tokenizer, target, model.config.tgt_vocab)
     if len(tgt_ids) > model.config.max_len:
         raise DecodeError(t("messages.target_too_long", n=len(tgt_ids) - 1, most=model.config.max_len - 1))
     if trace:
-        check_decode_budget(model, len(src_ids), len(tgt_ids))
-    record = AttentionTrace() if trace else None
+        check_decode_budget(model, len(src_ids), len(tgt_ids), detail=detail)
+    record = AttentionTrace(detail=detail) if trace else None
     src, tgt = _tensor(src_ids, model), _tensor(tgt_ids, model)
     src_mask = padding_mask(src)
     memory = model.encode(src, src_mask, record, positions)

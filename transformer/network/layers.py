@@ -28,10 +28,15 @@ class Residual(nn.Module):
         self.norm = nn.LayerNorm(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
-        if self.pre_norm:
-            return x + dropout_if_active(self.dropout, sublayer(self.norm(x)))
-        return self.norm(x + dropout_if_active(self.dropout, sublayer(x)))
+    def forward(self, x: torch.Tensor, sublayer, trace: AttentionTrace | None = None,
+                site: tuple = ()) -> torch.Tensor:
+        """A detailed trace keeps x, the sublayer's input and output, and the result at `site`."""
+        inner = self.norm(x) if self.pre_norm else x
+        change = dropout_if_active(self.dropout, sublayer(inner))
+        out = x + change if self.pre_norm else self.norm(x + change)
+        if trace is not None:
+            trace.keep(site, x=x, sublayer_in=inner, sublayer_out=change, out=out)
+        return out
 
 
 class FeedForward(nn.Module):
@@ -46,9 +51,13 @@ class FeedForward(nn.Module):
             nn.Linear(config.d_ff, config.d_model),
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, trace: AttentionTrace | None = None, site: tuple = ()) -> torch.Tensor:
+        """A detailed trace keeps the hidden layer (after the ReLU) at `site`."""
         inner, _, dropout, outer = self.net  # the Sequential's own order, called directly (less overhead)
-        return outer(dropout_if_active(dropout, torch.relu_(inner(x))))
+        hidden = torch.relu_(inner(x))
+        if trace is not None:
+            trace.keep(site, hidden=hidden)
+        return outer(dropout_if_active(dropout, hidden))
 
 
 class EncoderLayer(nn.Module):
@@ -69,8 +78,11 @@ class EncoderLayer(nn.Module):
             q, kv = self.self_attn.project(y, positions)
             return self.self_attn.attend(q, kv, mask, trace, ("encoder_self", self.index), positions)
 
-        x = self.residuals[0](x, self_attention)
-        return self.residuals[1](x, self.feed_forward)
+        def feed_forward(y):
+            return self.feed_forward(y, trace, ("encoder", self.index, "feed_forward"))
+
+        x = self.residuals[0](x, self_attention, trace, ("encoder", self.index, "self_attn"))
+        return self.residuals[1](x, feed_forward, trace, ("encoder", self.index, "feed_forward"))
 
 
 @dataclass
@@ -116,6 +128,9 @@ class DecoderLayer(nn.Module):
                 kv = cache.cross_kv
             return self.cross_attn(y, kv, src_mask, trace, ("cross", self.index))
 
-        x = self.residuals[0](x, self_attention)
-        x = self.residuals[1](x, cross_attention)
-        return self.residuals[2](x, self.feed_forward)
+        def feed_forward(y):
+            return self.feed_forward(y, trace, ("decoder", self.index, "feed_forward"))
+
+        x = self.residuals[0](x, self_attention, trace, ("decoder", self.index, "self_attn"))
+        x = self.residuals[1](x, cross_attention, trace, ("decoder", self.index, "cross_attn"))
+        return self.residuals[2](x, feed_forward, trace, ("decoder", self.index, "feed_forward"))

@@ -108,7 +108,10 @@ class EncoderDecoder(nn.Module):
         where = self.attention_positions(0, src.size(1), src.device) if positions else None
         for layer in self.encoder.layers:
             x = layer(x, src_mask, trace, where)
-        return self.encoder.norm(x)
+        memory = self.encoder.norm(x)
+        if trace is not None:
+            trace.keep(("encoder",), memory=memory)
+        return memory
 
     def decode(
         self,
@@ -132,7 +135,10 @@ class EncoderDecoder(nn.Module):
         where = self.attention_positions(offset, tgt.size(1), tgt.device) if positions else None
         for i, layer in enumerate(self.decoder.layers):
             x = layer(x, memory, src_mask, tgt_mask, trace, cache.layers[i] if cache is not None else None, where)
-        return self.decoder.norm(x)
+        hidden = self.decoder.norm(x)
+        if trace is not None:
+            trace.keep(("decoder",), hidden=hidden)
+        return hidden
 
     def attention_positions(self, offset: int, length: int, device) -> torch.Tensor | None:
         """The (length,) absolute positions self-attention turns (RoPE) or biases (ALiBi) by; None for the schemes

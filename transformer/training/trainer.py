@@ -56,6 +56,7 @@ class Trainer:
         self.elapsed = 0.0  # seconds spent in step() and evaluate()
         self.history: list[dict] = []
         self.last_loss = float("nan")
+        self.last_accuracy = float("nan")  # the latest batch's token accuracy (training data, teacher-forced)
         self._heldout: list[tuple[str, str]] = []
 
     def step(self) -> float:
@@ -80,6 +81,7 @@ class Trainer:
             scheduler.step()
         self.step_count += 1
         self.last_loss = float(loss.detach())
+        self.last_accuracy = float((logits.detach().argmax(-1) == targets).float().mean())
         self.elapsed += time.perf_counter() - start
         if not math.isfinite(self.last_loss):
             raise FloatingPointError(
@@ -102,7 +104,8 @@ class Trainer:
         pairs = self.heldout(samples or self.config.eval_samples)
         metrics = evaluate_pairs(self.model, self.tokenizer, pairs, greedy=greedy)
         self.elapsed += time.perf_counter() - start
-        self.history.append({"step": self.step_count, "seconds": self.elapsed, "train_loss": self.last_loss, **metrics})
+        self.history.append({"step": self.step_count, "seconds": self.elapsed, "train_loss": self.last_loss,
+                             "train_token_accuracy": self.last_accuracy, **metrics})
         return metrics
 
     def evaluate_for_target(self, target: float | None) -> bool:

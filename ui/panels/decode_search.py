@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import streamlit as st
 
-from transformer.charts import sampling_bars
+from transformer.charts import sampling_bars, tokens_that_matter
 from transformer.charts.export import chart_filename
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.network.sampling import SampleResult, SampleSettings, samples
@@ -86,20 +87,21 @@ def sample_step(view: View, drawn: SampleResult) -> int:
     return (chosen or 1) - 1
 
 
-def sampling_chart(bundle, drawn: SampleResult, index: int, shown: int = 8) -> None:
-    """Step `index` of a sample: the model's, the tempered and the filtered distribution over its most likely
-    tokens (and the drawn one), and what was drawn."""
+def sampling_chart(bundle, drawn: SampleResult, index: int) -> None:
+    """Step `index` of a sample: the model's, the tempered and the filtered distribution over the tokens that hold a
+    share worth seeing (and the drawn one), the rest summed in one bar, and what was drawn."""
     step, vocab = drawn.steps[index], len(drawn.steps[index].probs)
-    ids = step.probs.argsort(descending=True, stable=True)[:shown].tolist()
-    ids += [] if step.token in ids else [step.token]
-    fig = sampling_bars([bundle.tokenizer.piece(i) for i in ids],
-                        {"model": step.probs[ids].numpy(), "tempered": step.tempered[ids].numpy(),
-                         "filtered": step.filtered[ids].numpy()},
-                        drawn=step.piece, title=t("decode.sampling.title", n=index + 1))
+    stages = {"model": step.probs.numpy(), "tempered": step.tempered.numpy(), "filtered": step.filtered.numpy()}
+    ids = tokens_that_matter(stages, step.token)
+    rest = np.setdiff1d(np.arange(vocab), ids)
+    others = [t("decode.sampling.others", n=len(rest))] if len(rest) else []
+    pieces = [bundle.tokenizer.piece(i) for i in ids] + others
+    shown = {name: np.append(p[ids], p[rest].sum()) if len(rest) else p[ids] for name, p in stages.items()}
+    fig = sampling_bars(pieces, shown, drawn=step.piece, title=t("decode.sampling.title", n=index + 1))
     show_figure(fig, chart_filename(bundle.task.name, "sampling", step=index), key="decode_chart_sampling")
     st.markdown(t("decode.sampling.drew", n=index + 1, token=code(token_text(step.piece)), prob=pct(step.prob),
                   alone=pct(float(step.probs[step.token])), kept=step.kept, vocab=vocab))
-    st.caption(t("decode.sampling.bars", shown=len(ids), vocab=vocab, mass=pct(float(step.filtered[ids].sum()))))
+    st.caption(t("decode.sampling.bars", n=len(rest)))
 
 
 def drawn_samples(source: decodes.Source, bundle, settings: SampleSettings) -> list[SampleResult]:

@@ -8,18 +8,23 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from transformer.tasks import CustomTask
+from transformer.training.diagnosis import memorising, preset_pairs
 from ui import animations, display, runs
+from ui.code_links import code_link
 from ui import model_registry as registry
-from ui.run_settings import RunSettings
+from ui.run_settings import RunSettings, few_pairs_note
 from ui.markdown import code
 from ui.state import View
 from ui.tables.train import ALL_HEADS
-from transformer.i18n import Texts, t
+from transformer.i18n import Texts, sentences, t
 
 STATE_LINES = Texts({"running": "train.live.running", "paused": "train.live.paused"})
-REASONS = Texts({"target reached": "train.live.reason.target", "max steps": "train.live.reason.max_steps",
-                 "time limit": "train.live.reason.time_limit", "stopped": "train.live.reason.stopped",
-                 "session gone": "train.live.reason.session_gone"})  # "the run {reason} after 500 steps"
+# How a finished run ended, as one sentence each ({steps}: the steps it ran, {time}: how long it trained)
+ENDINGS = {"target reached": "train.live.end.target", "max steps": "train.live.end.max_steps",
+           "time limit": "train.live.end.time_limit", "stopped": "train.live.end.stopped",
+           "session gone": "train.live.end.session_gone"}
+ENDED = "train.live.end.other"
 LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
 PROBE_MAX_HEIGHT = 380
 
@@ -111,6 +116,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
     st.caption(display.decoder_rows() + " " + t("train.live.columns"))
+    code_link("attention", text=result.source, kind="cross", layer=layer, head=head)
     return step
 
 
@@ -124,6 +130,33 @@ def metrics_line(snapshot) -> None:
               t("errors.exact_match"): f"{latest['exact_match']:.1%}" if latest else "–"}
     st.markdown(" · ".join(f"{name} **{value}**" for name, value in values.items()),
                 help=t("train.live.metrics_help"))
+
+
+def memorising_note(run: runs.Run, snapshot) -> None:
+    """Say so when the run is learning its training pairs by heart rather than the task, and what helps."""
+    found = memorising(snapshot.history)
+    if found is None:
+        return
+    seen = []
+    if found.rising:
+        seen.append(t("train.memorising.rising", step=found.best_step, best=found.best_loss, loss=found.loss,
+                      train=found.train_loss))
+    if found.gap:
+        seen.append(t("train.memorising.gap", train=found.train_accuracy, held_out=found.accuracy,
+                      exact=found.exact_match))
+    helps = [t("train.memorising.helps", more=more_pairs(run.task)), t("train.memorising.smaller")]
+    if found.rising:
+        helps.append(t("train.memorising.fewer_steps", step=found.best_step))
+    st.warning(t("train.memorising.title", text=sentences(seen + helps)),
+               icon=":material/school:")
+
+
+def more_pairs(task) -> str:
+    """The sentence on data size: the run's own pairs against what the recipe needs and the presets train on."""
+    if task.name == CustomTask.name:
+        return t("train.memorising.more_own", n=task.card_params()["train_pairs"], note=few_pairs_note())
+    low, high = preset_pairs()
+    return t("train.memorising.more_different", low=low, high=high)
 
 
 def queue_line(run: runs.Run) -> str:
@@ -149,8 +182,8 @@ def status_line(run: runs.Run, snapshot) -> None:
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
         text = f"{STATE_LINES[snapshot.state]} {text}"
     else:
-        st.markdown(t("train.live.finished", reason=REASONS.get(snapshot.finished_reason, t("train.live.ended")),
-                      steps=snapshot.step, time=format_seconds(snapshot.elapsed)))
+        st.markdown(t(ENDINGS.get(snapshot.finished_reason, ENDED), steps=snapshot.step,
+                      time=format_seconds(snapshot.elapsed)))
     st.progress(value, text=text)
 
 
@@ -162,6 +195,7 @@ def live_view(view: View, run: runs.Run) -> None:
         st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
     metrics_line(snapshot)
+    memorising_note(run, snapshot)
     curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
         scrub = st.container()
@@ -169,11 +203,14 @@ def live_view(view: View, run: runs.Run) -> None:
     with probe:
         step = probe_panel(view, run.timeline(snapshot), run.task, snapshot.state, scrub, wide)
     with curves:
-        fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
-                                 lambda: curves_at(snapshot, run.task.name, step))
-        display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
-        st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves",
-                     task=run.task.title, n=run.settings.train.eval_every))
+        every = run.settings.train.eval_every
+        if not snapshot.history:
+            st.info(t("train.live.curves_later", n=every), icon=":material/show_chart:")
+        else:
+            fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
+                                     lambda: curves_at(snapshot, run.task.name, step))
+            display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
+            st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves", n=every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
     keep_row(run, snapshot)
@@ -183,7 +220,7 @@ def live_view(view: View, run: runs.Run) -> None:
 def curves_at(snapshot, task_name: str, step: int | None):
     """The held-out curves, marked at the probe's `step` (when a probe is shown)."""
     fig = curves_figure(snapshot, task_name).update_layout(  # the caption under it names it: no title
-        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=36)
+        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=60)  # the legend: two rows in a narrow column
     return fig if step is None else mark_step(fig, step)
 
 

@@ -7,13 +7,15 @@ import streamlit as st
 
 from transformer.tasks import TASKS, CustomTask
 from transformer.tasks.custom import (
-    MAX_DATA_MB, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, parse_pairs, too_large,
+    MAX_DATA_MB, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, heldout_size, parse_pairs, too_large,
 )
 from transformer.i18n import Texts, t
 from transformer.training.devices import DEVICES, cuda_available
+from transformer.training.diagnosis import MIN_LEARNING_PAIRS
 from ui.run_settings import (
     DEVICE_LABELS, INIT_LABELS, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS, TRAIN_DEFAULTS,
-    RunSettings, largest_batch, model_problem, settings_summary, task_class, task_defaults, task_problem,
+    RunSettings, few_pairs_note, largest_batch, model_problem, settings_summary, task_class, task_defaults,
+    task_problem,
 )
 from ui.state import View
 from ui.tables.train import (
@@ -169,6 +171,12 @@ def upload_problem(view: View, upload) -> str | None:
     return None
 
 
+def too_few(train: int) -> None:
+    """Before Start: warn when own data has fewer training pairs than the recipe needs to learn much."""
+    if train < MIN_LEARNING_PAIRS:
+        st.warning(t("train.too_few", n=train, note=few_pairs_note()), icon=":material/warning:")
+
+
 def custom_data_panel(view: View, locked: bool) -> None:
     """Your own data: upload a two-column TSV/CSV file or paste pairs, choose the tokenisation, and see every
     problem the checks find (and what they skipped) before starting."""
@@ -196,3 +204,5 @@ def custom_data_panel(view: View, locked: bool) -> None:
             st.error(problem, icon=":material/error:")
         for note in parsed.notes:
             st.caption(note)
+        if parsed.ok:
+            too_few(len(parsed.pairs) - heldout_size(len(parsed.pairs)))

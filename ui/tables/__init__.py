@@ -4,6 +4,7 @@ current page's table before anything renders, so the sidebar's model picker alre
 from ui.state import StateTable
 from ui.tables.attention import ATTENTION
 from ui.tables.checkpoints import CHECKPOINTS
+from ui.tables.code import CODE
 from ui.tables.compare import COMPARE
 from ui.tables.decode import DECODE
 from ui.tables.errors import ERRORS
@@ -14,7 +15,7 @@ from ui.tables.shared import SHARED
 from ui.tables.train import TRAIN
 
 TABLES: dict[str, StateTable] = {table.page: table for table in (
-    ATTENTION, CHECKPOINTS, COMPARE, DECODE, ERRORS, HOME, MASKS, POSITIONS, TRAIN,
+    ATTENTION, CHECKPOINTS, CODE, COMPARE, DECODE, ERRORS, HOME, MASKS, POSITIONS, TRAIN,
 )}
 
 

@@ -13,7 +13,7 @@ DECODE = register(StateTable("decode", (
     INPUT,
     KNOCKED,
     KNOCK_MODE,
-    Int("step", default=None, lo=1, hi=10_000, depends_on=("model", "input")),  # 1-based; None: the middle
+    Int("step", default=None, lo=1, hi=10_000, depends_on=("model", "input")),  # 1-based; None: the first
     IntMap("force", depends_on=("model", "input")),  # (1-based step, token id) pairs, in step order
     Choice("beam", default=4, options=BEAM_WIDTHS),
     Choice("scale", default="probability", options=tuple(TOPK_SCALES)),  # the top-k chart's values
