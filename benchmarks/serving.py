@@ -81,7 +81,7 @@ class AppServer:
         self.url = f"http://127.0.0.1:{self.port}"
         folder = Path(tempfile.mkdtemp(prefix="ap-bench-"))
         self.log, self.runs_log = folder / "server.log", folder / "runs.jsonl"
-        store = tempfile.mkdtemp(prefix="ap-bench-store-")
+        self.store = store = tempfile.mkdtemp(prefix="ap-bench-store-")
         if timed:
             command = [sys.executable, str(Path(__file__).resolve()), str(self.port), str(self.runs_log)]
         else:

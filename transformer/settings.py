@@ -85,6 +85,15 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "(default: the number of CPU cores)", lo=1, hi=10_000),
     Setting("AP_MAX_QUEUED", "int", 32, "runs that may wait in the server's line; beyond that Start is refused",
             lo=0, hi=10_000),
+    Setting("AP_RUNS_PER_SESSION", "int", 1, "training runs one browser session may have live at once (waiting, "
+            "training or paused)", lo=1, hi=10_000),
+    Setting("AP_RUNS_PER_CLIENT", "int", 3, "training runs one client address may have live at once, all its "
+            "sessions together (0: no limit; not applied to localhost)", lo=0, hi=10_000),
+    Setting("AP_MAX_WORKERS", "int", lambda: 2 * (os.cpu_count() or 1), "training worker processes alive at once, "
+            "paused runs' included: past it the longest-paused hand theirs back (default: twice the CPU cores)",
+            lo=1, hi=10_000),
+    Setting("AP_PARK_AFTER_S", "float", 120.0, "seconds a paused run keeps its worker process; then it hands its "
+            "state to the server and resumes from it, exactly, in a new worker", lo=0, hi=86_400),
     Setting("AP_WORKER_NICE", "int", 10, "how many nice levels below the server a training worker runs "
             "(0: the server's priority)", lo=0, hi=19),
     Setting("AP_RAY_ADDRESS", "text", None, "a Ray cluster to train on ('auto', 'HOST:PORT' or "
@@ -94,10 +103,16 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     # kept models (transformer.store.model_store) and the server's caches
     Setting("AP_MODEL_STORE", "path", None, "the folder where trained and uploaded models are kept "
             "(default: .model_store/ in the app's folder)"),
-    Setting("AP_MODEL_STORE_MB", "float", 512.0, "disk space for kept models, all sessions together (MB)",
+    Setting("AP_MODEL_STORE_MB", "float", 1024.0, "disk space for kept models, all sessions together (MB)",
             lo=0, hi=1e7, lo_open=True),
     Setting("AP_MODEL_STORE_DAYS", "float", 7.0, "days a kept model nobody uses stays", lo=0, hi=36_500,
             lo_open=True),
+    Setting("AP_STORE_SESSION_MB", "float", 32.0, "one browser session's share of the kept models' disk space "
+            "(MB): beyond it a session makes room from its own models, or is refused", lo=0, hi=1e7, lo_open=True),
+    Setting("AP_STORE_CLIENT_MB", "float", 96.0, "one client address's share of the kept models' disk space, all "
+            "its sessions together (MB; 0: none; not applied to localhost)", lo=0, hi=1e7),
+    Setting("AP_STORE_GRACE_MIN", "float", 30.0, "minutes a kept model used by one session is safe from eviction "
+            "by another", lo=0, hi=525_600),
     Setting("AP_DECODE_CACHE_MB", "float", 256.0, "memory for the server-wide cache of decodes, attention maps "
             "and figures (MB)", lo=0, hi=1e7, lo_open=True),
 )}

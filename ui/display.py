@@ -10,7 +10,7 @@ import streamlit as st
 
 from transformer import charts
 from transformer.charts.common import COLORBAR_PX
-from transformer.charts.export import chart_config, matrix_to_csv
+from transformer.charts.export import chart_config, matrix_to_csv, table_to_csv
 from transformer.charts.fonts import export_language
 from transformer.i18n import language, t, using
 
@@ -89,6 +89,13 @@ def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, k
         icon=":material/table:",
         on_click="ignore",
     )
+
+
+def table_download(frame, filename: str, *, key: str, label: str | None = None, index: bool = False) -> None:
+    """A button that downloads a table (a pandas DataFrame) as `<filename>.csv`, its text cells safe to open in a
+    spreadsheet (export.table_to_csv): every table the app offers as CSV goes through here or csv_download."""
+    st.download_button(label or t("app.csv"), table_to_csv(frame, index=index), file_name=f"{filename}.csv",
+                       mime="text/csv", key=key, icon=":material/table:", on_click="ignore")
 
 
 TICK_PX = 16  # room across a rotated 13 px token label needs for plotly to draw every one (none skipped)

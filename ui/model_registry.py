@@ -3,10 +3,13 @@ models trained or uploaded in this session. One of them is active; every page us
 
 A trained or uploaded model is also kept in the server's model store (`transformer.store.model_store`) under an
 unguessable id, which is its key (`trained:<id>`): a reload, a link or a restarted server finds it there for
-as long as the store keeps it."""
+as long as the store keeps it. The store keeps it for this session (`owner`: a random token of the session) and its
+browser's address (`client`, where the server sees one: not on localhost), each with a fair share of the store."""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,20 +17,21 @@ from pathlib import Path
 import streamlit as st
 
 from transformer.bundle import ModelBundle
-from transformer.i18n import Texts, t
+from transformer.i18n import Texts, sentences, t
 from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
-from transformer.store.model_store import ModelStore, StoreError
+from transformer.store.model_store import ModelStore, StoreError, megabytes
 
 from . import state
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "assets" / "checkpoints"
 POSITIONS = ASSETS / "positions"  # models differing only in their position scheme (errors page), not in the list
-STORE = ModelStore.configured(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_MODEL_STORE_DAYS
+STORE = ModelStore.configured(ROOT / ".model_store")  # AP_MODEL_STORE, AP_MODEL_STORE_MB, AP_STORE_*, ...
 ORIGINS = ("trained", "uploaded", "snapshot")  # session models; a snapshot: a run's weights at a step, kept
 DEFAULT_MODEL = "shipped:reverse"
 ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
+OWNER = "session_owner"  # session_state: this session's owner token (model store, run queue)
 OPENED = "opened_positions"  # session_state: the position-scheme models this session opened (`positions:<scheme>`)
 ORIGINS_SAID = Texts({"shipped": "app.origin_name.shipped", "trained": "app.origin_name.trained",
                       "uploaded": "app.origin_name.uploaded", "snapshot": "app.origin_name.snapshot"})  # in words
@@ -147,11 +151,41 @@ def adopt_kept(key: str) -> str | None:
     if origin not in ORIGINS:
         return t("app.link.not_here")
     try:
-        bundle = STORE.get(model_id)
+        bundle = STORE.get(model_id, user=owner())
     except StoreError as exc:
         return str(exc)
     _session_models()[key] = (origin, bundle)
     return None
+
+
+def owner() -> str:
+    """Who this session is to the model store and the run queue: a random token made once per session (kept in
+    its session state, so it lives exactly as long as the session)."""
+    return st.session_state.setdefault(OWNER, secrets.token_hex(12))
+
+
+def client() -> str | None:
+    """A digest of this session's browser address, or None where the server cannot tell one (localhost)."""
+    address = st.context.ip_address
+    if not isinstance(address, str):
+        return None
+    return hashlib.blake2b(address.encode("utf-8"), digest_size=12).hexdigest()  # no address is written to disk
+
+
+def _listed_ids() -> set[str]:
+    return {key.partition(":")[2] for key in _session_models()}
+
+
+def share_text() -> str:
+    """What is left of this session's (and its computer's) share of the server's model storage, in sentences."""
+    share = STORE.share(owner(), _listed_ids())
+    said = [t("app.share.own", used=megabytes(share.used), limit=megabytes(share.limit), n=share.models,
+              left=megabytes(share.left))]
+    if share.held:
+        said.append(t("app.share.held", n=share.held))
+    if (theirs := STORE.client_share(client())) is not None:
+        said.append(t("app.share.client", used=megabytes(theirs.used), limit=megabytes(theirs.limit)))
+    return sentences(said)
 
 
 def kept_for(key: str) -> float | None:
@@ -162,9 +196,10 @@ def kept_for(key: str) -> float | None:
 
 def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -> str:
     """Keep a trained or uploaded model for this session and in the server's store; returns its entry key.
-    A store that cannot write (a full or read-only disk) still leaves the model to this session."""
+    ShareError (a StoreError) when this session's or its computer's share, or the store, has no room for it: then
+    nothing changes. A store that cannot write (a full or read-only disk) still leaves the model to this session."""
     try:
-        key = f"{origin}:{STORE.put(bundle)}"
+        key = f"{origin}:{STORE.put(bundle, owner(), client(), protect=_listed_ids())}"
     except OSError:
         key = f"{origin}:{uuid.uuid4().hex[:8]}"
     _session_models()[key] = (origin, bundle)
@@ -174,7 +209,11 @@ def add_session_model(bundle: ModelBundle, origin: str, activate: bool = True) -
 
 
 def remove_session_model(key: str) -> None:
+    """Take a model off this session's list; the store deletes its file unless another session has opened it."""
     _session_models().pop(key, None)
+    origin, _, model_id = key.partition(":")
+    if origin in ORIGINS:
+        STORE.discard(model_id, owner())
     if st.session_state.get(ACTIVE) == key:
         set_active(default_key())
 

@@ -6,8 +6,10 @@ The job is built in `new_run` by `transformer.runs.make_job` and used only throu
 so each run trains in a worker process of its own (never a thread of the web server), takes one of the server's
 training slots or waits in its line (AP_MAX_RUNS, AP_MAX_QUEUED), and ends with the server; or, when
 AP_RAY_ADDRESS names a Ray cluster, a RayJob whose worker Ray places on the cluster. The workers themselves (the
-warm spare, nice levels, the keeper that stops the runs of sessions gone) are `transformer.runs.workers`'. A run
-lives in its session's st.session_state only: a session sees and controls its own runs and no other.
+warm spare, nice levels, the keeper that stops the runs of sessions gone and parks idle paused ones) are
+`transformer.runs.workers`'. A run is counted against its session's and computer's shares of live runs
+(AP_RUNS_PER_SESSION, AP_RUNS_PER_CLIENT: the owner and client the model registry names). A run lives in its
+session's st.session_state only: a session sees and controls its own runs and no other.
 benchmarks/app_train.py runs the same Run, probe and figures, so it measures what the page runs.
 """
 
@@ -142,7 +144,7 @@ def new_run(settings: RunSettings, probe_text: str | None = None) -> Run:
     probe = Probe(probe_text or example_input(task))
     job = make_job(settings.train, settings.model, target_exact_match=settings.target, probe=probe,
                    probe_every=PROBE_EVERY, idle_timeout=workers.IDLE_TIMEOUT, threads=worker_threads(),
-                   launcher=workers.launcher)
+                   launcher=workers.launcher, owner=registry.owner(), client=registry.client())
     return Run(job, probe, settings, task)
 
 

@@ -13,8 +13,10 @@ import streamlit as st
 
 from transformer.i18n import Texts, t
 from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS
 
+from . import display
 from . import model_registry as registry
 from . import runs
 from .run_settings import OPTIMIZER_LABELS
@@ -22,6 +24,7 @@ from .state import View
 from .tables.compare import COMPARE
 
 TABLE = "runs_table"  # widget key of the table (its selection)
+REFUSED = "runs_table_refused"  # session_state: why Make active could not add a run's model
 COMPARE_PAGE = "pages/explore/compare.py"
 ORIGIN_NAMES = Texts({"shipped": "checkpoints.origin.shipped", "trained": "checkpoints.origin.trained",
                       "uploaded": "checkpoints.origin.uploaded", "snapshot": "runs.origin.snapshot"})
@@ -131,7 +134,14 @@ def activate(table: list[Row]) -> None:
     """on_click of Make active (before the sidebar's picker renders)."""
     chosen = picked(table)
     if len(chosen) == 1:
-        registry.set_active(model_key(chosen[0]))
+        try:
+            registry.set_active(model_key(chosen[0]))
+        except StoreError as exc:
+            st.session_state[REFUSED] = refusal(exc)
+
+
+def refusal(exc: StoreError) -> str:
+    return t("runs.not_added", error=exc)
 
 
 def file_name(row: Row) -> str:
@@ -183,10 +193,18 @@ def section(view: View) -> None:
         else:
             st.button(t("checkpoints.actions.download"), key="runs_download_off", icon=":material/download:",
                       disabled=True, help=t("runs.download_help"))
+        display.table_download(frame.rename(columns=dict(COLUMNS)), "runs_and_models", key="runs_table_csv",
+                               label=t("runs.csv"))
     st.caption(t("runs.caption", n=runs.MAX_HISTORY))
+    if (message := st.session_state.pop(REFUSED, None)) is not None:
+        st.error(message, icon=":material/block:")
     if compare and len(chosen) == 2:
         view = COMPARE.view()
-        a, b = (model_key(row) for row in chosen)
+        try:
+            a, b = (model_key(row) for row in chosen)
+        except StoreError as exc:
+            st.error(refusal(exc), icon=":material/block:")
+            return
         view.set("a", a)
         view.set("b", b)
         st.switch_page(COMPARE_PAGE)

@@ -18,6 +18,7 @@ from transformer.network.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
 from transformer.i18n import t
 from transformer.store.checkpoints import CheckpointError, load_bundle, load_state_dict_file
+from transformer.store.model_store import StoreError
 
 from . import model_registry as registry
 
@@ -96,7 +97,11 @@ def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: t
             registry.set_active(same)
         now = t("app.upload.now_active", model=label) if registry.active_key() == same else t("app.upload.still")
         return UploadOutcome(upload_id, True, t("app.upload.same", name=name, model=label, now=now), same)
-    key = registry.add_session_model(bundle, "uploaded", activate=activate)
+    try:
+        key = registry.add_session_model(bundle, "uploaded", activate=activate)
+    except StoreError as exc:  # this session's share of the server's model storage is full
+        why = t("app.upload.cannot_keep", error=exc)
+        return UploadOutcome(upload_id, False, t("app.upload.refused", name=name, error=why))
     now = t("app.upload.active") if activate else t("app.upload.listed")
     return UploadOutcome(upload_id, True, t("app.upload.loaded", name=name, model=bundle.name,
                                             task=bundle.task.title.lower(), n=bundle.model.num_parameters(), now=now)

@@ -360,8 +360,7 @@ def head_importance(view: View, key: str, version: int, task_name: str) -> None:
                                t("masks.layer"): h["layer"] + 1, t("masks.head"): h["head"] + 1,
                                t("errors.exact_match"): h["exact_match"], t("attention.importance.drop"): h["drop"]}
                               for h in result["heads"]])
-        st.download_button(t("app.csv"), table.to_csv(index=False), file_name=f"{stem}.csv", mime="text/csv",
-                           key="attention_importance_csv", on_click="ignore", icon=":material/download:")
+        display.table_download(table, stem, key="attention_importance_csv")
     view.sync_url()
 
 

@@ -317,8 +317,7 @@ def scores(view: View, sides: list[Side]) -> None:
                          lambda: score_bars([s.name for s in sides], values,
                                             t("compare.scores_title", n=samples, seed=seed)))
     display.show_figure(fig, f"compare_exact-match_{samples}_seed{seed}", key="compare_scores", width=560)
-    st.download_button(t("app.csv"), table.to_csv(), file_name="compare_models.csv", mime="text/csv",
-                       key="compare_facts_csv", on_click="ignore", icon=":material/table:")
+    display.table_download(table, "compare_models", key="compare_facts_csv", index=True)
     view.sync_url()
 
 
@@ -350,8 +349,7 @@ def settings(sides: list[Side]) -> None:
     st.dataframe(diff, hide_index=True, key="compare_settings", column_config={
         "Setting": st.column_config.TextColumn(t("compare.settings.setting")),
         "Differs": st.column_config.CheckboxColumn(t("compare.settings.differs"), width="small")})
-    st.download_button(t("compare.settings.csv"), diff.to_csv(index=False), file_name="compare_settings.csv",
-                       mime="text/csv", key="compare_settings_csv", on_click="ignore", icon=":material/table:")
+    display.table_download(diff, "compare_settings", key="compare_settings_csv", label=t("compare.settings.csv"))
 
 
 # ------------------------------------------------------------------------------------------------ page

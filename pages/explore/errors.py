@@ -15,7 +15,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import decodes
 from ui import model_registry as registry
-from ui.display import show_figure
+from ui.display import show_figure, table_download
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.decode import DECODE
@@ -106,7 +106,7 @@ def charts(task: str, analysis: ErrorAnalysis, trained: tuple[int, int] | None) 
         show_figure(fig, chart_filename(task, "errors-tokens"), key="errors_chart_tokens")
 
 
-def failure_table(key: str, analysis: ErrorAnalysis) -> None:
+def failure_table(key: str, task: str, analysis: ErrorAnalysis) -> None:
     st.subheader(t("errors.failures.header"))
     if not analysis.failures:
         st.success(t("errors.failures.none", n=analysis.samples), icon=":material/check:")
@@ -131,6 +131,15 @@ def failure_table(key: str, analysis: ErrorAnalysis) -> None:
         "produced": st.column_config.TextColumn(t("errors.failures.produced")),
     })
     wrong = len(analysis.failures)
+    failures = analysis.failures
+    table_download(pd.DataFrame({t("errors.failures.input"): [f.source for f in failures],
+                                 t("errors.failures.first_step"): [f.step + 1 for f in failures],
+                                 t("errors.failures.expected_token"): [f.expected_piece for f in failures],
+                                 t("errors.failures.produced_token"): [f.produced_piece for f in failures],
+                                 t("errors.failures.expected"): [f.expected for f in failures],
+                                 t("errors.failures.produced"): [f.produced for f in failures]}),
+                   chart_filename(task, "failing-inputs"), key="errors_failures_csv",
+                   label=t("errors.failures.csv", n=wrong))
     more = t("errors.failures.first", shown=SHOWN_FAILURES, n=wrong) if wrong > SHOWN_FAILURES else ""
     st.caption(t("errors.failures.caption", more=more))
     pick, go = st.columns([3, 2], vertical_alignment="bottom")
@@ -238,9 +247,8 @@ def position_schemes(view: View) -> None:
     st.caption(t("errors.schemes.caption", n=per_length, seed=seed, holds=scheme_caption(reports)))
     table = pd.DataFrame([{"scheme": scheme, **row} for scheme, report in reports.items() for row in report["lengths"]])
     cells = st.columns(len(files) + 1)
-    cells[0].download_button(t("app.csv"), table.to_csv(index=False), key="errors_schemes_csv", mime="text/csv",
-                             file_name=f"{chart_filename('reverse', 'position-schemes')}.csv",
-                             icon=":material/table:", on_click="ignore")
+    with cells[0]:
+        table_download(table, chart_filename("reverse", "position-schemes"), key="errors_schemes_csv")
     for cell, scheme in zip(cells[1:], files):
         if cell.button(t("errors.schemes.activate", scheme=SCHEMES.get(scheme, scheme)), key=f"errors_open_{scheme}",
                        on_click=registry.open_position_model, args=(scheme,), help=t("errors.schemes.activate_help")):
@@ -269,7 +277,7 @@ def main() -> None:
         st.caption(t("errors.only", n=analysis.samples))
     summary(analysis)
     charts(bundle.task.name, analysis, trained)
-    failure_table(key, analysis)
+    failure_table(key, bundle.task.name, analysis)
     st.divider()
     by_length(view, key, version, bundle)
     st.divider()

@@ -139,6 +139,7 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
         },
     )
     st.caption(t("checkpoints.table.caption"))
+    st.caption(f":material/hard_drive: {registry.share_text()}")
 
 
 # ------------------------------------------------------------------------------------------------- card

@@ -12,6 +12,7 @@ from transformer.runs import workers
 from transformer.runs.job import JobLimitError
 from transformer.runs.probe import example_input
 from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS, CustomTask, make_task
 from transformer.tasks.custom import parse_pairs
 from ui import model_registry as registry
@@ -66,7 +67,7 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         text = default_probe(settings, None)
     try:
         runs.launch(runs.new_run(settings, text), steps)
-    except JobLimitError as exc:  # the server's line is full (capacity.QueueFullError)
+    except JobLimitError as exc:  # the server's line is full, or this session's or computer's share of runs
         runs.say("error", t("train.cannot_start", error=exc))
         return
     except ValueError as exc:  # settings the library refuses
@@ -76,7 +77,11 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
 
 
 def resume(view: View, run: runs.Run) -> None:
-    run.resume()
+    try:
+        run.resume()
+    except JobLimitError as exc:  # the server's line is full: the run stays paused
+        runs.say("error", t("train.cannot_resume", error=exc))
+        return
     view.set("follow", True)
 
 
@@ -84,7 +89,10 @@ def step_clicked(view: View, run: runs.Run | None) -> None:
     """Step N: a paused run runs exactly N more steps; otherwise a new run starts paused and runs N."""
     steps = view.get("step_count")
     if run is not None and run.snapshot().state == "paused":
-        run.step(steps)
+        try:
+            run.step(steps)
+        except JobLimitError as exc:
+            runs.say("error", t("train.cannot_step", error=exc))
     else:
         runs.request_start(steps)
 
@@ -124,7 +132,11 @@ def use_model(view: View, run: runs.Run) -> None:
     sidebar picker is drawn before the page)."""
     step = run.snapshot().step
     bundle = run.bundle(model_name(view, run, step))
-    run.added[step] = registry.add_session_model(bundle, "trained")
+    try:
+        run.added[step] = registry.add_session_model(bundle, "trained")
+    except StoreError as exc:
+        runs.say("error", t("train.result.not_added", name=bundle.name, error=exc), "result")
+        return
     runs.say("success", t("train.result.active", name=bundle.name), "result")
 
 

@@ -305,7 +305,7 @@ def test_a_link_to_a_kept_model_brings_it_back_in_a_new_session_and_a_lost_one_s
     tokenizer = task.make_tokenizer()
     config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, max_len=12, d_model=16,
                          n_heads=2, d_ff=32, n_enc_layers=1, n_dec_layers=1)
-    model_id = registry.STORE.put(ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "kept"}))
+    model_id = registry.STORE.put(ModelBundle(EncoderDecoder(config).eval(), tokenizer, task, {"name": "kept"}), "test")
     at = linked({"v": "1", "model": f"trained:{model_id}", "input": "12+34"})  # a new session, as after a restart
     assert not at.exception and not at.warning
     assert at.selectbox(key="active_model_widget").value == f"trained:{model_id}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import re
 
@@ -54,6 +55,15 @@ def test_masked_scores_leave_their_csv_cells_empty():
     assert lines[1] == "q0,1.5,," and lines[2] == "q1,0.5,4.0,"  # the raw scores under the mask are gone
     back = pd.read_csv(io.StringIO(text), index_col=0)
     assert back.isna().to_numpy().tolist() == (~causal).tolist()
+
+
+@pytest.mark.parametrize("text", ["=1+1", "+SUM(A1)", "-2+3+cmd|' /C calc'!A0", "@x", "\tx", "\rx", "-", "=", "+-1"])
+def test_text_that_starts_like_a_formula_is_neutralised_in_every_csv(text):
+    frame = pd.DataFrame({text: [text, -0.5, "-0.5", "1e-3", "plain"]})
+    cells = [cell for row in csv.reader(io.StringIO(export.table_to_csv(frame), newline="")) for cell in row]
+    assert cells == ["'" + text, "'" + text, "-0.5", "-0.5", "1e-3", "plain"]  # numbers, and their text, stay
+    rows = list(csv.reader(io.StringIO(export.matrix_to_csv([[-1.5]], [text], [text]), newline="")))
+    assert rows == [["query \\ key", "'" + text], ["'" + text, "-1.5"]]
 
 
 def test_html_fallback_is_standalone_and_holds_the_plot():

@@ -457,7 +457,7 @@ def test_killed_save_leftovers_are_cleaned_at_the_next_save(tmp_path):
             time.sleep(0.05)
         busy = list(tmp_path.glob(".m.safetensors.*.tmp"))
         assert len(busy) == 1
-        assert checkpoints.remove_leftover_temps(path) == []  # a save under way holds its temp: kept
+        assert checkpoints.remove_leftover_temps(tmp_path, path.name) == []  # a save under way holds its temp: kept
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -1,5 +1,9 @@
 """Chart export: toolbar download settings with meaningful file names, server-side PNG/SVG through kaleido
-(which drives a Chromium), a standalone offline HTML fallback, and the numbers behind a heatmap as CSV.
+(which drives a Chromium), a standalone offline HTML fallback, and CSV: the numbers behind a heatmap, and any table.
+
+Every CSV the app writes goes through `table_to_csv`, which neutralises text cells a spreadsheet would run as a
+formula (OWASP's CSV injection guidance): a model's name, a file's name, a task's data and an input are user text,
+and a shared link hands them to a classmate's spreadsheet.
 
 One kaleido browser is started lazily (~3-6 s) and kept for the process (~0.15-0.3 s per image after, most
 of it kaleido reloading its tab), in its own event-loop thread, so Streamlit sessions share it and never run
@@ -204,5 +208,25 @@ def matrix_to_csv(matrix, row_labels: list[str], col_labels: list[str], corner: 
     rows, cols = ([html.unescape(str(label)) for label in labels] for labels in (row_labels, col_labels))
     import pandas as pd  # function-local: its 0.3 s import would delay every page's first chart
 
-    frame = pd.DataFrame(values, index=pd.Index(rows, name=corner), columns=cols)
-    return frame.to_csv()
+    return table_to_csv(pd.DataFrame(values, index=pd.Index(rows, name=corner), columns=cols), index=True)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as the start of a formula
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?%?")  # "-0.5", "+3", "-1e-05": a number, not a formula
+
+
+def safe_cell(value):
+    """`value` as a CSV cell a spreadsheet shows as written: text that starts like a formula gets a leading `'`
+    (OWASP's advice), unless it is a plain number such as "-0.5"; numbers and other values are left alone."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def table_to_csv(frame, index: bool = False) -> str:
+    """`frame` (a pandas DataFrame) as CSV text with every text cell, column name and index label made safe
+    (`safe_cell`); lines end in CRLF (RFC 4180), so a cell holding a CR or LF is quoted and stays one cell."""
+    safe = frame.map(safe_cell).rename(columns=safe_cell, index=safe_cell)
+    safe.columns.name = safe_cell(frame.columns.name)
+    safe.index.name = safe_cell(frame.index.name)
+    return safe.to_csv(index=index, lineterminator="\r\n")

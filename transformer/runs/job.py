@@ -52,6 +52,7 @@ class JobSnapshot:
     loss: float
     max_steps: int
     max_seconds: float | None
+    parked: bool = False  # paused, its worker handed back: the next step starts a new one from its state
 
 
 class Job(ABC):

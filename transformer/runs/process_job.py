@@ -32,10 +32,17 @@ How it works
   signal (SIGKILL: from outside, or the out-of-memory killer), as soon as the kernel closes the pipe; the
   last snapshot and weights stay readable. An exception in the child (divergence, CUDA out of memory, a
   failing probe) is TrainingJob's "error" state, relayed with its message and the last progress.
-- Capacity (transformer.runs.queue): start(), resume() and step(n) ask the job's RunQueue for a slot and
+- Capacity (transformer.runs.queue): start() counts the run against its owner's and client's shares of live
+  runs (RunLimitError); start(), resume() and step(n) ask the job's RunQueue for a slot and
   wait in line (state "queued", position()) when none is free; QueueFullError when the line is full. A run
   gives its slot back whenever it stops stepping, paused included (it keeps its process and weights). A
   queued run that never started has no process until its turn: a full line must not hold 32 interpreters.
+- Parking: a paused run (or one waiting in line, its worker paused) asked to park() (by RunQueue.park_idle:
+  idle too long, or too many workers alive) has its worker send its whole state (TrainingJob.saved: weights,
+  optimiser and schedule states, batch and dropout generators, step count, history, probes) and end. The run
+  stays paused or in line (snapshot().parked); when it steps again (resume, step(n), its turn in line) a new
+  worker restores that state, so its losses and weights are those of a run that never paused, bit for bit on
+  the CPU.
 - A child ignores SIGINT (Ctrl-C in the server's terminal reaches the whole process group) and ends,
   stopping its run after the step under way, when its pipe closes: when the server exits or dies, even by
   SIGKILL. The reader thread waits for (reaps) its worker, so no zombie is left either.
@@ -62,6 +69,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -82,6 +90,7 @@ __all__ = ["ProcessJob"]
 
 PUBLISH_EVERY = 0.1  # seconds between the worker's progress messages (only sent when something changed)
 WEIGHTS_EVERY = 2.0  # seconds between weight copies a running worker sends (what survives a SIGKILL)
+IDLING = ("paused", "queued")  # states whose worker, if it has one, is not stepping (it may park)
 STOP_GRACE = 1.0  # seconds a stop waits for the step under way before it ends the worker (issue: stop within 1 s)
 CHILD_SETTLE = 600.0  # seconds the worker waits for its step under way on pause / stop (the parent waits less)
 EXIT_GRACE = 5.0  # seconds a worker whose pipe has closed gets to exit before it is killed
@@ -108,6 +117,18 @@ _BOOT = (
 
 def _dumps(message) -> bytes:
     return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _dumps_state(saved: dict) -> bytes:
+    """A paused job's `saved()` as bytes: the trainer's tensors through torch.save, the probes pickled."""
+    buffer = io.BytesIO()
+    torch.save(saved["trainer"], buffer)
+    return _dumps({**saved, "trainer": buffer.getvalue()})
+
+
+def _loads_state(blob: bytes) -> dict:
+    saved = pickle.loads(blob)
+    return {**saved, "trainer": torch.load(io.BytesIO(saved["trainer"]), weights_only=True)}
 
 
 def _state_bytes(model: torch.nn.Module) -> bytes:
@@ -156,8 +177,10 @@ class ProcessJob(Job):
     mean what they mean for TrainingJob. `threads`: torch threads in the worker. `queue`: the RunQueue
     that grants it a slot (default: the server's, transformer.runs.queue.server_queue()). `launcher`: what
     gives the job its worker when its turn comes, as launch_worker() does (default: launch_worker; the
-    app's hands over a worker it started ahead of time, when it has one).
+    app's hands over a worker it started ahead of time, when it has one). `owner`, `client`: whose run it is, for
+    the queue's shares of live runs (None: not counted).
     """
+    PARKS = True  # a paused run may hand its worker back (RayJob's actor keeps its place instead)
 
     def __init__(
         self,
@@ -172,6 +195,8 @@ class ProcessJob(Job):
         threads: int = TRAINING_THREADS,
         queue: RunQueue | None = None,
         launcher: Callable[[], tuple[subprocess.Popen, Any]] = launch_worker,
+        owner: str | None = None,
+        client: str | None = None,
     ):
         super().__init__(max_steps or train.steps, max_seconds, target_exact_match, probe, probe_every, idle_timeout)
         self.train = train.validate()
@@ -190,6 +215,7 @@ class ProcessJob(Job):
         self.threads = threads
         self.queue = server_queue() if queue is None else queue
         self.launcher = launcher
+        self.owner, self.client = owner, client
 
         self._lock = threading.Condition()  # guards everything below; wakes pause() / stop() / bundle()
         self._status = "idle"
@@ -212,14 +238,18 @@ class ProcessJob(Job):
         self._stopping = False
         self._goodbye = False  # the worker ended of its own accord, after its final progress
         self._ended = threading.Event()
+        self._parked: bytes | None = None  # a parked run's whole state, until a new worker has restored it
+        self._paused_at: float | None = None  # when park_idle first saw it paused with a worker
 
     # -- control -----------------------------------------------------------------------------------
     def start(self, paused: bool = False) -> None:
         """Start training (paused=True: start the worker paused, e.g. to single-step). When the server
-        runs its limit of workers the job waits in line ("queued"); QueueFullError when the line is full."""
+        runs its limit of workers the job waits in line ("queued"); QueueFullError when the line is full,
+        RunLimitError when its owner or client has as many live runs as it may."""
         with self._lock:
             if self._status != "idle":
                 raise RuntimeError(f"this job was already started (state {self._status!r})")
+        with self._counted(), self._lock:
             if paused:
                 self._status = "paused"
                 self._spawn()
@@ -249,7 +279,8 @@ class ProcessJob(Job):
         """Run exactly `n` more steps, then stay paused (an idle job starts first)."""
         if n < 1:
             raise ValueError(f"step count must be at least 1, got {n}")
-        self._want_to_step(("step", n))
+        with self._counted():
+            self._want_to_step(("step", n))
 
     def stop(self, timeout: float = SETTLE_TIMEOUT) -> None:
         """End the worker after the current step and return once it has ended (or after `timeout`); a job
@@ -261,7 +292,7 @@ class ProcessJob(Job):
                 return
             self._stopping = True
             if self._proc is None:
-                self._status, self._reason = "stopped", "stopped"
+                self._status, self._reason, self._parked = "stopped", "stopped", None
                 self._ended.set()
             elif self._ready:
                 self._command("stop")
@@ -275,6 +306,32 @@ class ProcessJob(Job):
                 if self._proc is not None and not self._ended.is_set():
                     self._terminate()
             self.join(timeout)
+
+    def park(self, timeout: float = SETTLE_TIMEOUT) -> bool:
+        """Hand the worker of a paused run (or of one waiting in line, its worker paused) back: it sends the run's
+        whole state and ends (see the module docstring). True when the run is parked now; False when it had no idle
+        worker, or the worker did not answer within `timeout` seconds."""
+        with self._lock:
+            if not self.PARKS or self._status not in IDLING or not self._ready or self._stopping:
+                return False
+            seq = self._command("park")
+            self._lock.wait_for(lambda: self._acked >= seq or self._ended.is_set(), timeout)
+            return self._parked is not None and self._proc is None
+
+    def paused_since(self) -> float | None:
+        """When this run was first seen paused, or waiting in line, with a live worker (time.monotonic()), None when
+        it is not; for RunQueue.park_idle, which asks every few seconds (a command to step again starts the clock
+        afresh)."""
+        with self._lock:
+            if self._status not in IDLING or not self._ready or self._stopping:
+                self._paused_at = None
+            elif self._paused_at is None:
+                self._paused_at = time.monotonic()
+            return self._paused_at
+
+    def ended(self) -> bool:
+        """Whether the run has ended (stopped, finished, failed, killed); never blocks."""
+        return self._ended.is_set()
 
     def heartbeat(self) -> None:
         """Tell the job its page is still open (see idle_timeout)."""
@@ -323,6 +380,7 @@ class ProcessJob(Job):
                 loss=loss,
                 max_steps=self.max_steps,
                 max_seconds=self.max_seconds,
+                parked=self._parked is not None,
             )
 
     def bundle(self, name: str | None = None, timeout: float = SETTLE_TIMEOUT) -> ModelBundle:
@@ -347,8 +405,24 @@ class ProcessJob(Job):
         return ModelBundle(model.eval(), tokenizer, self.task, card)
 
     # -- the parent's side, under self._lock ---------------------------------------------------------
+    @contextmanager
+    def _counted(self):
+        """While an idle job starts: counted against its owner's and client's shares of live runs (RunLimitError
+        when either is full); a start that fails leaves the count as it was."""
+        with self._lock:
+            idle = self._status == "idle"
+        if idle:
+            self.queue.admit(self, self.owner, self.client)
+        try:
+            yield
+        except BaseException:
+            if idle:
+                self.queue.leave(self)
+            raise
+
     def _want_to_step(self, mode: tuple) -> None:
         with self._lock:
+            self._paused_at = None
             if self._stopping:
                 pass  # a stop that is still under way (it timed out) wins
             elif self._status in ("idle", "paused"):
@@ -412,6 +486,7 @@ class ProcessJob(Job):
             "train": self.train, "model": self.model_overrides, "max_steps": self.max_steps,
             "max_seconds": self.max_seconds, "target": self.target, "probe": self.probe,
             "probe_every": self.probe_every, "idle_timeout": self.idle_timeout, "threads": self.threads,
+            "resume": self._parked,
         }
 
     def _terminate(self) -> None:
@@ -432,7 +507,10 @@ class ProcessJob(Job):
         except (OSError, ValueError):
             pass  # the worker is gone already: the reader thread reports how
         self._proc, self._conn = proc, ours
+        self.queue.worker_started(self)
         threading.Thread(target=self._read, args=(ours, proc), name="training-worker-reader", daemon=True).start()
+        if self.queue.workers > self.queue.max_workers:  # past the cap: the longest-paused hand theirs back
+            threading.Thread(target=self.queue.park_idle, name="training-park", daemon=True).start()
 
     def _settle_slot(self) -> None:
         """Give the slot (or the place in line) back unless the job is running or queued. Two threads may
@@ -477,7 +555,13 @@ class ProcessJob(Job):
             self._acked = max(self._acked, seq)
         elif kind == "weights":
             self._weights = message[1:]
+        elif kind == "parked" and not self._stopping:  # the worker sent the run's state and ends (the reader
+            self._parked, self._acked = message[2], max(self._acked, message[1])  # thread reaps it); stopping:
+            self._proc, self._conn, self._ready = None, None, False  # it just ends, as stop() expects
+            if self._status == "running":  # resumed while it parked: a new worker goes on from the state
+                self._spawn()
         elif kind == "ready":
+            self._parked = None  # restored in the new worker
             self._model_config = ModelConfig.from_dict(message[1])
             self._tokenizer = tokenizer_from_dict(message[2])
             self._ready = True
@@ -497,6 +581,10 @@ class ProcessJob(Job):
             proc.kill()
             proc.wait()
         conn.close()
+        self.queue.worker_ended(self)
+        with self._lock:
+            if proc is not self._proc:  # a parked run's worker: the run goes on (in a new worker, when it steps)
+                return
         self._mark_ended(lambda step: _death_message(proc.returncode, step))
 
     def _mark_ended(self, death_message: Callable[[int], str]) -> None:
@@ -536,6 +624,8 @@ def _serve(conn, spec: dict) -> None:
         trainer = Trainer(spec["train"], spec["model"])
         job = TrainingJob(trainer, spec["max_steps"], spec["max_seconds"], spec["target"], spec["probe"],
                           spec["probe_every"], spec["idle_timeout"], spec["threads"])
+        if spec.get("resume") is not None:  # a parked run: go on from its state
+            job.restore(_loads_state(spec["resume"]))
         conn.send_bytes(_dumps(("ready", trainer.model.config.to_dict(), trainer.tokenizer.to_dict())))
         job.start(paused=True)
     except Exception as exc:  # noqa: BLE001 - the parent shows it; nothing was trained
@@ -574,14 +664,16 @@ class _Relay:
     def run(self) -> None:
         while True:
             if self.conn.poll(PUBLISH_EVERY):
-                self.handle(pickle.loads(self.conn.recv_bytes()))
+                if self.handle(pickle.loads(self.conn.recv_bytes())) == "parked":
+                    return
             if self.job.join(0):
                 self.publish(final=True)
                 self.send(("goodbye",))
                 return
             self.publish()
 
-    def handle(self, message: tuple) -> None:
+    def handle(self, message: tuple) -> str | None:
+        """Apply one command; "parked" once the run's state is sent and the worker is to end."""
         kind, job = message[0], self.job
         if kind == "heartbeat":
             job.heartbeat()
@@ -600,8 +692,14 @@ class _Relay:
             job.stop(timeout=CHILD_SETTLE)
         elif kind == "bundle":
             self.send_weights()
+        elif kind == "park" and job.snapshot().state == "paused":
+            self.publish(force=True)  # the weights and progress it stays at, then its whole state
+            self.send(("parked", message[1], _dumps_state(job.saved())))
+            job.stop(timeout=CHILD_SETTLE)
+            return "parked"
         self.seq = message[1]
         self.publish(force=True)
+        return None
 
     def publish(self, force: bool = False, final: bool = False) -> None:
         snap = self.job.snapshot()

@@ -254,6 +254,7 @@ class RayJob(worker.ProcessJob):
     docstring). The same arguments as ProcessJob, plus `address` (default AP_RAY_ADDRESS): building one
     connects this process to the cluster (ConnectionError when none answers; ValueError when no node of
     the cluster could ever hold its actor)."""
+    PARKS = False  # a paused run's actor keeps its place on the cluster (see the module docstring)
 
     def __init__(self, train: TrainConfig, model: dict | None = None, *args, address: str | None = None,
                  **kwargs):

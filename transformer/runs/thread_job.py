@@ -177,6 +177,22 @@ class TrainingJob(Job):
             with self._state:
                 self._bundles_waiting -= 1
 
+    def saved(self) -> dict:
+        """What this job needs to go on exactly, in another process (`restore`): its trainer's state, its probes
+        and probe interval. Take it while the job is paused (between steps)."""
+        with self._model_lock:
+            trainer = self.trainer.state()
+        with self._state:
+            return {"trainer": trainer, "probes": list(self._probes), "probe_every": self.probe_every}
+
+    def restore(self, saved: dict) -> None:
+        """Go on from `saved()` of a job built from the same settings; call before `start`."""
+        self.trainer.restore(saved["trainer"])
+        with self._state:
+            self._probes, self.probe_every = list(saved["probes"]), saved["probe_every"]
+            self._history = [dict(row) for row in self.trainer.history]
+            self._progress = (self.trainer.step_count, self.trainer.elapsed, self.trainer.last_loss)
+
     def _steps_per_s(self) -> float:
         if self._status != "running" or len(self._rate) < 2:
             return 0.0

@@ -9,7 +9,8 @@
 - The keeper: a daemon thread that, every KEEPER_PERIOD seconds, heartbeats the runs whose owner is still there
   (`alive()` says, e.g. a browser session still connected: switching pages never stops training) and stops those
   whose owner has been gone IDLE_TIMEOUT seconds (paused runs included: their own timeout only watches running
-  ones), so their workers end and are reaped.
+  ones), so their workers end and are reaped; and asks the server's queue to park paused runs idle for
+  AP_PARK_AFTER_S seconds, or past AP_MAX_WORKERS live workers (`RunQueue.park_idle`).
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def start_worker() -> tuple[subprocess.Popen, Any]:
 
 def prepare_spare() -> None:
     """Start a spare worker unless one is kept, or every training slot is busy (its start-up would slow the
-    runs training; a run that waits in line starts its own worker when its turn comes), or runs train on a
-    Ray cluster (whose workers Ray starts)."""
+    runs training; a run that waits in line starts its own worker when its turn comes), or the server has its
+    most live workers (AP_MAX_WORKERS), or runs train on a Ray cluster (whose workers Ray starts)."""
     global _spare
     if configured_address() is not None and ray_available():
         return
@@ -69,7 +70,7 @@ def prepare_spare() -> None:
         if _spare is not None and _spare[0].poll() is None:
             return
         _drop_spare()
-        if queue.running >= queue.limit:
+        if queue.running >= queue.limit or queue.workers >= queue.max_workers:
             return
         try:
             proc, conn = start_worker()
@@ -175,3 +176,4 @@ def _keep() -> None:
         time.sleep(KEEPER_PERIOD)
         expire_spare(time.monotonic())
         sweep()
+        server_queue().park_idle()

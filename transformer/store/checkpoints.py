@@ -119,16 +119,20 @@ def bundle_to_bytes(bundle: ModelBundle) -> bytes:
 
 
 def save_bundle(bundle: ModelBundle, path: str | os.PathLike) -> Path:
-    """Write `bundle` to `path` atomically: a temp file in the same folder, fsync, then os.replace.
-    If anything fails, a file already at `path` is untouched and no temp file is left behind.
+    """Write `bundle` to `path` atomically (`write_atomic`): if anything fails, a file already at `path` is
+    untouched and no temp file is left behind."""
+    return write_atomic(bundle_to_bytes(bundle), path)
 
-    The temp file is locked (flock) while it is written, so a process killed mid-save leaves an unlocked
-    `.NAME.XXXXXXXX.tmp`; the next save to the same path removes such leftovers (never a temp file that
-    another save still holds)."""
+
+def write_atomic(data: bytes, path: str | os.PathLike) -> Path:
+    """Write `data` to `path` atomically: a temp file in the same folder, fsync, then os.replace.
+
+    The temp file is locked (flock) while it is written, so a process killed mid-write leaves an unlocked
+    `.NAME.XXXXXXXX.tmp`; the next write to the same path removes such leftovers, and the model store removes
+    any name's at start-up (`remove_leftover_temps`; never a temp file that another write still holds)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = bundle_to_bytes(bundle)
-    remove_leftover_temps(path)
+    remove_leftover_temps(path.parent, path.name)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -148,19 +152,25 @@ TEMP_SUFFIX = ".tmp"
 _TEMP_RANDOM = 8  # mkstemp's random part
 
 
-def remove_leftover_temps(path: str | os.PathLike) -> list[Path]:
-    """Remove the temp files that killed saves to `path` left in its folder (regular files named like
-    save_bundle's temps for this name, and not locked by a save under way); returns those removed."""
-    path = Path(path)
-    prefix, removed = f".{path.name}.", []
+def is_temp_name(name: str, target: str | None = None) -> bool:
+    """Whether `name` is a temp file of `write_atomic` (for the file named `target`, or any file)."""
+    if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+        return False
+    stem = name[1:-len(TEMP_SUFFIX)]
+    target_part, dot, random_part = stem.rpartition(".")
+    return bool(dot) and len(random_part) == _TEMP_RANDOM and (target is None or target_part == target)
+
+
+def remove_leftover_temps(folder: str | os.PathLike, target: str | None = None) -> list[Path]:
+    """Remove the temp files that killed writes left in `folder` (regular files named like write_atomic's temps,
+    for the file named `target` or any, and not locked by a write under way); returns those removed."""
+    removed = []
     try:
-        entries = list(os.scandir(path.parent))
+        entries = list(os.scandir(folder))
     except OSError:
         return removed
     for entry in entries:
-        name = entry.name
-        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)
-                and len(name) == len(prefix) + _TEMP_RANDOM + len(TEMP_SUFFIX)):
+        if not is_temp_name(entry.name, target):
             continue
         try:
             if not entry.is_file(follow_symlinks=False):  # never touch links, FIFOs or devices

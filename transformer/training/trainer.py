@@ -117,6 +117,33 @@ class Trainer:
             return False
         return self.evaluate(max(self.config.confirm_samples, metrics["samples"]))["exact_match"] >= target
 
+    def state(self) -> dict:
+        """Everything that decides the steps to come, for `restore` in another process: weights, every optimiser's
+        state (Adam's moments, Muon's momentum), the schedules, the batch generator, the dropout RNG, the step
+        count, the time spent and the history. Tensors on the CPU; `torch.save` / `torch.load(weights_only=True)`
+        carry it."""
+        return {
+            "model": {name: t.detach().cpu() for name, t in self.model.state_dict().items()},
+            "optimizers": [o.state_dict() for o in self.optimizers],
+            "schedulers": [s.state_dict() for s in self.schedulers],
+            "batches": self.batches.get_state(), "dropout": self._rng_state,
+            "step_count": self.step_count, "elapsed": self.elapsed, "history": [dict(row) for row in self.history],
+            "last_loss": self.last_loss,
+        }
+
+    def restore(self, state: dict) -> None:
+        """Continue from `state()` of a Trainer built from the same settings: its next step is the one that
+        Trainer would have taken, bit for bit on the CPU."""
+        self.model.load_state_dict(state["model"])
+        for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            optimizer.load_state_dict(saved)
+        for scheduler, saved in zip(self.schedulers, state["schedulers"], strict=True):
+            scheduler.load_state_dict(saved)
+        self.batches.set_state(state["batches"])
+        self._rng_state = state["dropout"]
+        self.step_count, self.elapsed, self.last_loss = state["step_count"], state["elapsed"], state["last_loss"]
+        self.history = [dict(row) for row in state["history"]]
+
     def bundle(self, name: str | None = None) -> ModelBundle:
         """A ModelBundle holding a deep copy of the current model (eval mode, on the CPU) and its model card."""
         model = copy.deepcopy(self.model).to("cpu").eval()

@@ -8,6 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from transformer.store.model_store import StoreError
 from transformer.tasks import CustomTask
 from transformer.training.diagnosis import memorising, preset_pairs
 from ui import animations, display, runs
@@ -177,6 +178,10 @@ def status_line(run: runs.Run, snapshot) -> None:
         st.markdown(queue_line(run))
     elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
         st.markdown(t("train.live.starting"))
+    elif snapshot.state == "running" and snapshot.parked:
+        st.markdown(t("train.live.resuming"))
+    elif snapshot.state == "paused" and snapshot.parked:
+        text = sentences([STATE_LINES["paused"], t("train.live.parked"), text])
     elif snapshot.state == "error":
         st.error(t("train.live.failed", step=snapshot.step, error=snapshot.error))
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
@@ -236,7 +241,11 @@ def first_screen(fig, head: int | None):
 
 
 def keep_clicked(run: runs.Run) -> None:
-    key = runs.keep_snapshot(run)
+    try:
+        key = runs.keep_snapshot(run)
+    except StoreError as exc:
+        runs.say("error", t("train.live.not_kept", error=exc), "keep")
+        return
     runs.say("success", t("train.live.kept", model=registry.entries()[key].label), "keep")
 
 
