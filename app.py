@@ -1,5 +1,5 @@
-"""Attention Playground: entry point. Page config, navigation, and the shared sidebar (active model); once the first
-page is drawn, the server warms what the other pages need (ui/warm.py)."""
+"""Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
+(active model); once the first page is drawn, the server warms what the other pages need (ui/warm.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,15 @@ from ui.preload import preload_charts
 FAVICON = Path(__file__).resolve().parent / "assets" / "icons" / "hub.svg"
 
 
+def navigation() -> dict[str, list]:
+    """The pages by group, titled in the reader's language."""
+    groups: dict[str, list] = {}
+    for info in PAGES:
+        where = {"url_path": info.url_path} if info.url_path else {"default": True}
+        groups.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
+    return groups
+
+
 def main() -> None:
     st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
     preload_charts()
@@ -24,16 +33,16 @@ def main() -> None:
 
     configure_torch()
 
-    navigation: dict[str, list] = {}
-    for info in PAGES:
-        where = {"url_path": info.url_path} if info.url_path else {"default": True}
-        navigation.setdefault(info.group, []).append(st.Page(info.path, title=info.title, icon=info.icon, **where))
-    page = st.navigation(navigation)
-
-    from ui.sidebar import render_sidebar  # after set_page_config
+    from ui import language  # after set_page_config
+    from ui.sidebar import render_sidebar
     from ui.tables import for_page
 
+    language.follow_session()
+    before = language.current()
+    page = st.navigation(navigation())
     for_page(page.url_path).view().adopt_link()  # before the sidebar, whose model picker a link may set
+    if language.current() != before:  # a link in the other language: its navigation is titled afresh
+        st.rerun()
     render_sidebar()
     page.run()
 

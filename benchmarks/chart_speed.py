@@ -36,7 +36,7 @@ from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 use_cpu_kind()
 
 from transformer.charts import head_grid, step_attention_rows, token_labels  # noqa: E402
-from transformer.charts.attention import WEIGHT_BAR  # noqa: E402
+from transformer.charts.attention import weight_bar  # noqa: E402
 from transformer.charts.common import FONT, WEIGHT_SCALE  # noqa: E402
 from transformer.charts.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
 from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
@@ -75,7 +75,7 @@ def step_rows_by_updates(weights: np.ndarray, labels: list[str], title: str, ref
     y = [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
     fig = go.Figure(go.Heatmap(
         z=weights.reshape(layers * heads, k), x=labels, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1,
-        colorbar=WEIGHT_BAR, xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+        colorbar=weight_bar(), xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
     ))
     for i in range(1, layers):
         fig.add_shape(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,

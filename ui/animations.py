@@ -14,8 +14,10 @@ from transformer.charts.animation import (
 )
 from transformer.charts.training import curves_figure, mark_step
 from transformer.charts.export import ExportError, chart_filename, image_export_available
+from transformer.i18n import t
 
 from . import runs
+from .display import export_note, for_export
 from .tables.train import ALL_HEADS
 
 DEFAULT_FPS = 2
@@ -26,17 +28,19 @@ def _rendered_key(key: str) -> str:
 
 
 def render(key: str, specs: Callable[[], list[FrameSpec]], signature, filename: str) -> None:
-    """Render the animation with the chosen format and rate under a progress bar; keep the bytes in the
-    session with `signature` (what the frames were made from) so a download never offers stale frames."""
+    """Render the animation with the chosen format and rate under a progress bar (its frames in the language the
+    server draws images in: display.for_export); keep the bytes in the session with `signature` (what the frames
+    were made from) so a download never offers stale frames."""
     fmt, fps = st.session_state[f"{key}_format"], st.session_state[f"{key}_fps"]
-    frames = specs()
-    bar = st.progress(0.0, text=f"Rendering {len(frames)} frames…")
+    frames = for_export(specs)
+    bar = st.progress(0.0, text=t("app.animation.rendering", n=len(frames)))
     try:
         data = animation_bytes(frames, fmt, fps, on_frame=lambda done, total: bar.progress(
-            done / total, text=f"Rendering frame {done} of {total}…" if done < total else "Writing the file…"))
+            done / total, text=t("app.animation.frame", done=done, total=total) if done < total
+            else t("app.animation.writing")))
     except ExportError as exc:
         st.session_state.pop(_rendered_key(key), None)
-        st.warning(f"The animation cannot be rendered on this server: {exc}", icon=":material/warning:")
+        st.warning(t("app.animation.cannot", error=exc), icon=":material/warning:")
         return
     finally:
         bar.empty()
@@ -47,23 +51,25 @@ def animation_export(key: str, specs: Callable[[], list[FrameSpec]], signature, 
     """The popover: format, frame rate, Render (`specs()` builds the frames' figures only then) and, once
     rendered for this `signature`, the download. `what` says what the frames show."""
     ok, why = image_export_available()
-    with st.popover("Animation (GIF / MP4)", icon=":material/movie:"):
+    with st.popover(t("app.animation.popover"), icon=":material/movie:"):
         st.caption(what)
         if not ok:
-            st.caption(f":material/warning: Unavailable here: {why}.")
+            st.caption(":material/warning: " + t("app.animation.unavailable", why=why))
             return
+        if (note := export_note()) is not None:
+            st.caption(note)
         fmt_col, fps_col = st.columns(2)
-        fmt_col.segmented_control("Format", FORMATS, default=FORMATS[0], required=True, key=f"{key}_format",
-                                  format_func=str.upper)
-        fps_col.select_slider("Frames per second", FPS_CHOICES, value=DEFAULT_FPS, key=f"{key}_fps")
-        if st.button("Render", key=f"{key}_render", icon=":material/movie_edit:", type="primary"):
+        fmt_col.segmented_control(t("app.animation.format"), FORMATS, default=FORMATS[0], required=True,
+                                  key=f"{key}_format", format_func=str.upper)
+        fps_col.select_slider(t("app.animation.fps"), FPS_CHOICES, value=DEFAULT_FPS, key=f"{key}_fps")
+        if st.button(t("app.animation.render"), key=f"{key}_render", icon=":material/movie_edit:", type="primary"):
             render(key, specs, signature, filename)
         done = st.session_state.get(_rendered_key(key))
         if done is not None and done[0] == signature:
             _, fmt, fps, name, data = done
-            st.download_button(f"Download {name}", data, file_name=name, mime=MIME_TYPES[fmt],
+            st.download_button(t("app.animation.download", name=name), data, file_name=name, mime=MIME_TYPES[fmt],
                                key=f"{key}_download", icon=":material/download:", on_click="ignore")
-            st.caption(f"{len(data) / 1e6:.2f} MB at {fps} frame(s) per second.")
+            st.caption(t("app.animation.size", mb=len(data) / 1e6, fps=fps))
 
 
 def decode_animation(bundle, result) -> None:
@@ -71,8 +77,7 @@ def decode_animation(bundle, result) -> None:
     signature = (bundle.name, result.source_pieces, tuple(s.token for s in result.steps))
     animation_export("decode_animation", lambda: decode_specs(result), signature,
                      chart_filename(bundle.task.name, "decode_steps"),
-                     f"One frame per step ({len(result.steps)}): the output so far and this step's attention "
-                     "charts, as shown below.")
+                     t("app.animation.decode_what", n=len(result.steps)))
 
 
 def step_marked(fig: go.Figure, step: int, steps: tuple[int, int]) -> go.Figure:
@@ -91,7 +96,8 @@ def training_specs(run: runs.Run, snapshot, layer: int, head: int | None) -> lis
     curves = curves_figure(snapshot, run.task.name)
     every = [step for step, _ in timeline] + [row["step"] for row in snapshot.history]
     steps = (min(every), max(every))
-    return [FrameSpec(f"Training step {step:,} · probe {result.source!r} -> {result.output_text or '(nothing)'!r}",
+    return [FrameSpec(t("app.animation.train_caption", step=step, probe=repr(result.source),
+                        output=repr(result.output_text) if result.output_text else t("app.animation.nothing")),
                       [runs.probe_figure(result, step, layer, head), step_marked(curves, step, steps)])
             for step, result in (timeline[i] for i in thin(len(timeline)))]
 
@@ -103,5 +109,4 @@ def training_animation(view, run: runs.Run, snapshot) -> None:
     signature = (id(run.job), layer, head)  # a file rendered mid-run stays offered; its name says its last step
     animation_export("train_animation", lambda: training_specs(run, snapshot, layer, head), signature,
                      f"{chart_filename(run.task.name, 'cross', layer, head)}_train-to{snapshot.step:04d}",
-                     "One frame per probe snapshot: the probe's cross-attention (this layer and head) beside the "
-                     "held-out curves, the step marked.")
+                     t("app.animation.train_what"))

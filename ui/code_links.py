@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from transformer.i18n import t
+
 from .state import FORMAT_VERSION, VERSION_PARAM
 from .tables.code import CODE
 
@@ -21,4 +23,4 @@ def code_link(section: str, *, text: str | None = None, kind: str = "cross", lay
     if text is not None:
         values["input"] = text
     params = {VERSION_PARAM: str(FORMAT_VERSION), **CODE.view().params(values)}
-    st.page_link(CODE_PAGE, label="The code behind this chart", icon=":material/code:", query_params=params)
+    st.page_link(CODE_PAGE, label=t("app.code_link"), icon=":material/code:", query_params=params)

@@ -24,6 +24,7 @@ import torch
 from plotly.basedatatypes import BaseFigure
 
 from transformer import settings
+from transformer.i18n import language, t
 from transformer.analysis import ablation
 from transformer.analysis.attention_maps import AttentionMap, attention_maps
 from transformer.analysis.errors import ErrorAnalysis, analyse_errors
@@ -111,7 +112,7 @@ def greedy(key: str, version: int, text: str, forced: tuple[tuple[int, int], ...
            positions: bool = True, knocked: tuple = (), mode: str = "zero") -> DecodeResult:
     """Traced greedy decode of `text`, with `forced` (0-based step, token id) pairs, positions on or off,
     and the heads `knocked` out (ablation.Head, sorted) by zeroing or by their mean (`mode`)."""
-    with st.spinner("Decoding…"):  # shown only when it takes longer than half a second
+    with st.spinner(t("app.decoding")):  # shown only when it takes longer than half a second
         return memo("greedy", _greedy, key, version, text, forced, positions, knocked, mode)
 
 
@@ -204,10 +205,10 @@ class Source:
 
 
 def figure(name: tuple, build):
-    """The plotly figure `build()` makes, built once and kept in the same byte-bounded cache. `name` is a
-    hashable tuple that determines the figure: the decode's (model key, version, input) and the chart's own
+    """The plotly figure `build()` makes, built once per language and kept in the same byte-bounded cache. `name`
+    is a hashable tuple that determines the figure: the decode's (model key, version, input) and the chart's own
     arguments. Shared read-only: st.plotly_chart serialises a copy and pages never change a figure."""
-    return memo("figure", lambda *_: build(), *name)
+    return memo("figure", lambda *_: build(), language(), *name)
 
 
 def clear() -> None:

@@ -11,17 +11,21 @@ import streamlit as st
 from transformer import charts
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.export import chart_config, matrix_to_csv, table_to_csv
+from transformer.charts.fonts import export_language
+from transformer.i18n import language, t, using
 
 from .markdown import code
 from .sidebar import EXPORT_FORMAT, presenting
 
 HALF_WIDTH = 470  # a figure in one of two columns of the wide layout at a 1400-pixel window
 ALL_HEADS = "all"  # cross_figure's head: every head of every layer, as one grid
-# The one convention for decoder query rows on every page and export, said once under every such chart
-DECODER_ROWS = ("Decoder rows are labelled by the token the decoder **read** at that step (`<s>` first, then its "
-                "own output so far); hover a cell to see the token it **wrote** there.")
 PRESENTER_SCALE = 1.35  # text and chart heights in presenter mode, for the back row
 BASE_FONT_PX = 14  # a figure's text size when it sets none (charts.common.FONT)
+
+
+def decoder_rows() -> str:
+    """The one convention for decoder query rows on every page and export, said once under every such chart."""
+    return t("app.decoder_rows")
 
 
 def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
@@ -61,11 +65,23 @@ def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, *
                            on_select=on_select or "ignore", **kwargs)
 
 
+def for_export(build) -> go.Figure:
+    """The figure `build()` makes, for a server-side image: in the reader's language, or in English where this
+    server has no CJK font (fonts.export_language), so an exported chart never shows boxes for Chinese."""
+    with using(export_language()):
+        return build()
+
+
+def export_note() -> str | None:
+    """What an export offer says when its images come out in English for want of a CJK font; None otherwise."""
+    return None if export_language() == language() else ":material/info: " + t("app.no_cjk_font")
+
+
 def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, key: str | None = None,
-                 label: str = "Numbers (CSV)") -> None:
+                 label: str | None = None) -> None:
     """A button that downloads the numbers behind a heatmap as CSV (rows and columns labelled)."""
     st.download_button(
-        label,
+        label or t("app.csv"),
         matrix_to_csv(np.asarray(matrix), row_labels, col_labels),
         file_name=f"{filename}.csv",
         mime="text/csv",
@@ -75,11 +91,11 @@ def csv_download(matrix: np.ndarray, row_labels, col_labels, filename: str, *, k
     )
 
 
-def table_download(frame, filename: str, *, key: str, label: str = "Numbers (CSV)", index: bool = False) -> None:
+def table_download(frame, filename: str, *, key: str, label: str | None = None, index: bool = False) -> None:
     """A button that downloads a table (a pandas DataFrame) as `<filename>.csv`, its text cells safe to open in a
     spreadsheet (export.table_to_csv): every table the app offers as CSV goes through here or csv_download."""
-    st.download_button(label, table_to_csv(frame, index=index), file_name=f"{filename}.csv", mime="text/csv",
-                       key=key, icon=":material/table:", on_click="ignore")
+    st.download_button(label or t("app.csv"), table_to_csv(frame, index=index), file_name=f"{filename}.csv",
+                       mime="text/csv", key=key, icon=":material/table:", on_click="ignore")
 
 
 TICK_PX = 16  # room across a rotated 13 px token label needs for plotly to draw every one (none skipped)
@@ -139,9 +155,9 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
     rows, cols = charts.read_labels(written), charts.token_labels(result.source_pieces)
     if head == ALL_HEADS:
         layers, heads = np.shape(result.cross)[:2]
-        title = " · ".join([f"Cross-attention · all {layers} layer(s) × {heads} heads", *([extra] if extra else [])])
+        title = " · ".join([t("app.cross_all_heads", layers=layers, heads=heads), *([extra] if extra else [])])
         return charts.head_grid(result.cross, rows, cols, "cross", title=title, written=written)
-    extra = extra if head is not None else " · ".join(["mean of heads", *([extra] if extra else [])])
+    extra = extra if head is not None else " · ".join([t("app.mean_of_heads"), *([extra] if extra else [])])
     title = charts.attention_title("cross", layer, head, extra=extra)
     return charts.attention_heatmap(cross_weights(result.cross, layer, head), rows, cols, title, written=written)
 
@@ -149,14 +165,14 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
 def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: str, extra: str = "",
                   width: int | None = None, csv: bool = True, caption: bool = True, figure=None) -> None:
     """Show `cross_figure(result, layer, head, extra)` (or `figure`, that figure already built) at its own size
-    (fitted into `width` if given) under the chart key `key`, with the DECODER_ROWS caption unless `caption` is
+    (fitted into `width` if given) under the chart key `key`, with the `decoder_rows` caption unless `caption` is
     False, and a CSV of the weights shown unless `csv` is False."""
     fig = cross_figure(result, layer, head, extra) if figure is None else figure
     if width:
         fit(fig, width)
     show_figure(fig, filename, key=key, width="content")
     if caption:
-        st.caption(DECODER_ROWS)
+        st.caption(decoder_rows())
     if csv:
         rows, cols = charts.read_labels(list(result.output_pieces)), charts.token_labels(result.source_pieces)
         csv_download(cross_weights(result.cross, layer, head), rows, cols, filename, key=f"csv-{key}")
@@ -164,4 +180,4 @@ def cross_heatmap(result, layer: int, head: int | None, *, filename: str, key: s
 
 def output(text: str) -> str:
     """A model's output for markdown: in code style, or a note when it is empty."""
-    return code(text) if text else "*(nothing: it ended with `</s>` at once)*"
+    return code(text) if text else t("app.empty_output")

@@ -6,20 +6,17 @@ from __future__ import annotations
 import streamlit as st
 
 from transformer.analysis.ablation import MODES, Head, all_heads
-from transformer.charts import KIND_TITLES
+from transformer.charts import KIND_SHORT
+from transformer.i18n import Texts, t
 from ui.display import output
 from ui.state import View
 from ui.widgets import verdict
 
-MODE_NAMES = {"zero": "zeros", "mean": "its mean"}
-HELP = ("A knocked-out head still computes its attention (the charts show its weights, marked *knocked out*), "
-        "but its output is replaced, at every position, by zeros or by its mean output over 500 held-out "
-        "inputs, before the layer mixes the heads. The rest of the model is unchanged: what breaks shows what "
-        "the head was needed for.")
+MODE_NAMES = Texts({"zero": "app.knock.zeros", "mean": "app.knock.mean"})
 
 
 def head_name(head: Head) -> str:
-    return f"{KIND_TITLES[head.kind].split(' (')[0]} · L{head.layer + 1} H{head.head + 1}"
+    return f"{KIND_SHORT[head.kind]} · L{head.layer + 1} H{head.head + 1}"
 
 
 def picked(view: View, model) -> tuple[tuple[Head, ...], str]:
@@ -30,25 +27,25 @@ def picked(view: View, model) -> tuple[tuple[Head, ...], str]:
         missing = next(head for head in view.get("knocked") if head not in heads)
         view.refuse("knocked", f"this model has no head {missing}")
     knocked = view.get("knocked")
-    title = f"Knock out heads · {len(knocked)} knocked out" if knocked else "Knock out heads"
+    title = t("app.knock.title_count", n=len(knocked)) if knocked else t("app.knock.title")
     with st.expander(title, expanded=bool(knocked), icon=":material/block:"):
-        view.widget("knocked", st.multiselect, "Heads to knock out", heads, format_func=head_name,
-                    placeholder="Pick heads: the output is decoded again without them",
+        view.widget("knocked", st.multiselect, t("app.knock.heads"), heads, format_func=head_name,
+                    placeholder=t("app.knock.placeholder"),
                     to_widget=list, from_widget=lambda chosen: tuple(sorted(chosen)))
-        view.widget("knock_mode", st.segmented_control, "Replace their output by", MODES,
+        view.widget("knock_mode", st.segmented_control, t("app.knock.mode"), MODES,
                     format_func=MODE_NAMES.get, required=True)
-        st.caption(HELP)
+        st.caption(t("app.knock.help"))
     return view.get("knocked"), view.get("knock_mode")
 
 
 def compare(intact_output: str, knocked_output: str, answer: str | None, count: int) -> None:
     """The intact model's output beside the ablated one's, and what changed."""
-    heads = f"{count} head{'s' if count > 1 else ''}"
-    st.markdown(f"**Intact model:** {output(intact_output)} {verdict(intact_output, answer)}  \n"
-                f"**With {heads} knocked out:** {output(knocked_output)} {verdict(knocked_output, answer)}")
+    st.markdown(t("app.knock.intact", output=output(intact_output), verdict=verdict(intact_output, answer)) + "  \n"
+                + t("app.knock.knocked", n=count, output=output(knocked_output),
+                    verdict=verdict(knocked_output, answer)))
     if knocked_output == intact_output:
-        st.caption("The output did not change: the model does without these heads on this input.")
+        st.caption(t("app.knock.unchanged"))
     else:
         first = next((i for i, (a, b) in enumerate(zip(intact_output, knocked_output)) if a != b),
                      min(len(intact_output), len(knocked_output)))
-        st.caption(f"The output changed from character {first + 1} on (counted from 1).")
+        st.caption(t("app.knock.changed_from", n=first + 1))

@@ -17,6 +17,7 @@ from pathlib import Path
 import streamlit as st
 
 from transformer.bundle import ModelBundle
+from transformer.i18n import Texts, sentences, t
 from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
 from transformer.store.model_store import ModelStore, StoreError, megabytes
 
@@ -32,6 +33,10 @@ ACTIVE = "active_model"  # session_state key of the sidebar's model picker
 SESSION_MODELS = "session_models"  # session_state: key -> (origin, ModelBundle)
 OWNER = "session_owner"  # session_state: this session's owner token (model store, run queue)
 OPENED = "opened_positions"  # session_state: the position-scheme models this session opened (`positions:<scheme>`)
+ORIGINS_SAID = Texts({"shipped": "app.origin_name.shipped", "trained": "app.origin_name.trained",
+                      "uploaded": "app.origin_name.uploaded", "snapshot": "app.origin_name.snapshot"})  # in words
+LABELS = {"shipped": "app.origin.shipped", "trained": "app.origin.trained", "uploaded": "app.origin.uploaded",
+          "snapshot": "app.origin.snapshot"}  # a model's name in the picker, by origin: "{name} (pretrained)"
 
 
 @dataclass(frozen=True)
@@ -42,10 +47,15 @@ class ModelEntry:
     path: Path | None = None
 
 
-@st.cache_resource(show_spinner="Loading model…", max_entries=16)
+_loaded: set[tuple] = set()  # the files _load_shipped has read in this process
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
 def _load_shipped(path: str, mtime_ns: int, size: int) -> ModelBundle:
     """Shared by all sessions and never mutated; the file's mtime and size key the cache."""
-    return load_bundle(path)
+    bundle = load_bundle(path)
+    _loaded.add((path, mtime_ns, size))
+    return bundle
 
 
 def _session_models() -> dict[str, tuple[str, ModelBundle]]:
@@ -75,7 +85,7 @@ def shipped_path(key: str) -> Path:
 
 
 def shipped_entries() -> list[ModelEntry]:
-    return [ModelEntry(shipped_key(i.path), f"{i.path.stem} (pretrained)", "shipped", i.path)
+    return [ModelEntry(shipped_key(i.path), t(LABELS["shipped"], name=i.path.stem), "shipped", i.path)
             for i in shipped_infos() if i.error is None]
 
 
@@ -85,10 +95,11 @@ def entries() -> dict[str, ModelEntry]:
     models = position_models()
     for scheme in st.session_state.get(OPENED, ()):
         if scheme in models:
-            found[f"positions:{scheme}"] = ModelEntry(f"positions:{scheme}", f"positions/{scheme} (pretrained)",
-                                                     "shipped", models[scheme])
+            found[f"positions:{scheme}"] = ModelEntry(f"positions:{scheme}",
+                                                     t(LABELS["shipped"], name=f"positions/{scheme}"), "shipped",
+                                                     models[scheme])
     for key, (origin, bundle) in _session_models().items():
-        found[key] = ModelEntry(key, f"{bundle.name} ({origin})", origin)
+        found[key] = ModelEntry(key, t(LABELS[origin], name=bundle.name), origin)
     return found
 
 
@@ -107,7 +118,11 @@ def file_version(path: Path) -> int:
 def load_file(path: Path) -> ModelBundle:
     """A checkpoint shipped under assets/checkpoints, loaded once and shared read-only like the listed ones."""
     stat = path.stat()
-    return _load_shipped(str(path), stat.st_mtime_ns, stat.st_size)
+    file = (str(path), stat.st_mtime_ns, stat.st_size)
+    if file in _loaded:
+        return _load_shipped(*file)
+    with st.spinner(t("app.loading_model")):  # a spinner in the reader's language, for a first load only
+        return _load_shipped(*file)
 
 
 def position_models() -> dict[str, Path]:
@@ -144,7 +159,7 @@ def adopt_kept(key: str) -> str | None:
         opened.extend([model_id] if model_id not in opened else [])
         return None
     if origin not in ORIGINS:
-        return "it is not a model on this server"
+        return t("app.link.not_here")
     try:
         bundle = STORE.get(model_id, user=owner())
     except StoreError as exc:
@@ -174,15 +189,13 @@ def _listed_ids() -> set[str]:
 def share_text() -> str:
     """What is left of this session's (and its computer's) share of the server's model storage, in sentences."""
     share = STORE.share(owner(), _listed_ids())
-    text = (f"Your share of this server's model storage: {megabytes(share.used)} of {megabytes(share.limit)} used "
-            f"by {share.models} model(s), {megabytes(share.left)} left.")
+    said = [t("app.share.own", used=megabytes(share.used), limit=megabytes(share.limit), n=share.models,
+              left=megabytes(share.left))]
     if share.held:
-        text += (f" {share.held} of them you removed, but another session opened through a link: they stay for it, "
-                 "and go first when you need room.")
+        said.append(t("app.share.held", n=share.held))
     if (theirs := STORE.client_share(client())) is not None:
-        text += (f" All sessions from your computer together: {megabytes(theirs.used)} of "
-                 f"{megabytes(theirs.limit)} used.")
-    return text
+        said.append(t("app.share.client", used=megabytes(theirs.used), limit=megabytes(theirs.limit)))
+    return sentences(said)
 
 
 def kept_for(key: str) -> float | None:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from transformer.i18n import Texts, t
 from transformer.training.config import model_config, run_estimate
 from transformer.network.budget import training_estimate
 from transformer.network.budget import EVAL_CHUNK
@@ -25,13 +26,19 @@ MODEL_DEFAULTS_ALL: dict[str, Any] = {
     **MODEL_DEFAULTS, **{f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in MODEL_CHOICES},
 }
 TRAIN_DEFAULTS = TrainConfig()
-NORM_LABELS = {"pre": "Pre-norm (x + f(norm(x)))", "post": "Post-norm (norm(x + f(x)), the paper's)"}
-POSITIONAL_LABELS = {"sinusoidal": "Sinusoidal", "learned": "Learned", "none": "None",
-                     "rope": "RoPE (rotary, in attention)", "alibi": "ALiBi (distance bias, in attention)"}
-DEVICE_LABELS = {"auto": "Auto (the GPU when there is one)", "cpu": "CPU", "cuda": "GPU (CUDA)"}
-OPTIMIZER_LABELS = {"adam": "Adam", "muon": "Muon + Adam"}  # the page's choices (TrainConfig)
-INIT_LABELS = {"xavier": "Xavier (the paper's)", "identity": "Identity layers, small embeddings"}
-SCHEDULE_LABELS = {"linear": "Linear decay", "cosine": "Cosine decay"}
+# the page's choices (TrainConfig, ModelConfig), each named in the reader's language
+NORM_LABELS = Texts({"pre": "train.choice.pre", "post": "train.choice.post"})
+POSITIONAL_LABELS = Texts({"sinusoidal": "train.choice.sinusoidal", "learned": "train.choice.learned",
+                           "none": "train.choice.none", "rope": "train.choice.rope", "alibi": "train.choice.alibi"})
+DEVICE_LABELS = Texts({"auto": "train.choice.auto", "cpu": "train.choice.cpu", "cuda": "train.choice.cuda"})
+# the same in a sentence (the settings summary)
+DEVICE_NAMES = Texts({"cpu": "train.choice.cpu", "cuda": "train.choice.gpu"})
+NORM_NAMES = Texts({"pre": "train.said.pre", "post": "train.said.post"})
+POSITIONAL_NAMES = Texts({"sinusoidal": "train.said.sinusoidal", "learned": "train.said.learned",
+                          "none": "train.said.none", "rope": "train.said.rope", "alibi": "train.said.alibi"})
+OPTIMIZER_LABELS = Texts({"adam": "train.choice.adam", "muon": "train.choice.muon"})
+INIT_LABELS = Texts({"xavier": "train.choice.xavier", "identity": "train.choice.identity"})
+SCHEDULE_LABELS = Texts({"linear": "train.choice.linear", "cosine": "train.choice.cosine"})
 
 
 def task_defaults(task: str) -> dict[str, int]:
@@ -95,7 +102,7 @@ def settings_problem(settings: RunSettings) -> str | None:
     if (problem := model_problem(settings.model)) is not None:
         return problem
     if settings.target is not None and not 0 < settings.target <= 1:
-        return f"the target exact match must lie in (0, 1], got {settings.target}"
+        return t("train.target_range", target=settings.target)
     try:  # the run budget (AP_RUN_BUDGET_MB), before any model exists: its message gives the estimate
         run_estimate(settings.train, settings.model).check()
     except ValueError as exc:  # BudgetError, or a config the library refuses
@@ -129,28 +136,29 @@ def optimizer_text(train: TrainConfig) -> str:
     """e.g. "Adam, learning rate 0.007" or "Muon lr 0.04 + Adam lr 0.007 (β 0.8, 0.95)", then the decay."""
     betas = "" if (train.beta1, train.beta2) == (TRAIN_DEFAULTS.beta1, TRAIN_DEFAULTS.beta2) else \
         f" (β {train.beta1:g}, {train.beta2:g})"
-    text = f"Muon lr {train.muon_lr:g} + Adam lr {train.lr:g}" if train.optimizer == "muon" else \
-        f"{train.optimizer.capitalize()}, learning rate {train.lr:g}"
-    return f"{text}{betas}, {train.schedule} decay"
+    text = t("train.summary.muon", muon_lr=f"{train.muon_lr:g}", lr=f"{train.lr:g}") if train.optimizer == "muon" \
+        else t("train.summary.adam", optimizer=train.optimizer.capitalize(), lr=f"{train.lr:g}")
+    return t("train.summary.optimizer", text=text, betas=betas, schedule=SCHEDULE_LABELS[train.schedule].lower())
 
 
 def settings_summary(settings: RunSettings) -> str:
     """One line (markdown) naming the model shape and the training settings."""
-    m, t = settings.model, settings.train
-    stop = f", stop at {settings.target:.0%} exact match" if settings.target is not None else ""
-    device = f", on the {DEVICE_LABELS[t.device].split(' (')[0]}" if t.device != "auto" else ""
-    return (f"**Model:** {m['n_enc_layers']} encoder + {m['n_dec_layers']} decoder layer(s), {m['n_heads']} heads, "
-            f"d_model {m['d_model']}, d_ff {m['d_ff']}, dropout {m['dropout']:g}, {m['norm']}-norm, "
-            f"{POSITIONAL_LABELS[m['positional']].lower()} positions{', qk-norm' if m.get('qk_norm') else ''}"
-            f"{', identity init' if m.get('init') == 'identity' else ''} · "
-            f"**Training:** {optimizer_text(t)} (warm-up {t.warmup}), batch {t.batch_size}, up to {t.steps:,} steps, "
-            f"label smoothing {t.label_smoothing:g}, seed {t.seed}{stop}{device}")
+    m, train = settings.model, settings.train
+    extras = ([t("train.summary.qk_norm")] if m.get("qk_norm") else []) + (
+        [t("train.summary.identity")] if m.get("init") == "identity" else [])
+    model = t("train.summary.model", enc=m["n_enc_layers"], dec=m["n_dec_layers"], heads=m["n_heads"],
+              d_model=m["d_model"], d_ff=m["d_ff"], dropout=f"{m['dropout']:g}", norm=NORM_NAMES[m["norm"]],
+              positions=POSITIONAL_NAMES[m["positional"]],
+              extras="".join(t("train.summary.extra", text=text) for text in extras))
+    stop = t("train.summary.stop", target=settings.target) if settings.target is not None else ""
+    device = t("train.summary.device", device=DEVICE_NAMES[train.device]) if train.device != "auto" else ""
+    return model + " · " + t("train.summary.training", optimizer=optimizer_text(train), warmup=train.warmup,
+                             batch=train.batch_size, steps=train.steps, smoothing=f"{train.label_smoothing:g}",
+                             seed=train.seed, stop=stop, device=device)
 
 
 def few_pairs_note() -> str:
     """What one's own data needs, as measured: the sentence the Train page shows before Start and beside a run that
     memorises."""
     low, high = preset_pairs()
-    return (f"In our tests the Train page's recipe for your own data, given fewer than {MIN_LEARNING_PAIRS} pairs, got "
-            f"at most {BEST_BELOW:.0%} of the held-out pairs right, and none with {NONE_AT} pairs or fewer; the "
-            f"built-in tasks' presets train on {low:,} to {high:,} different pairs.")
+    return t("train.few_pairs", least=MIN_LEARNING_PAIRS, best=BEST_BELOW, none=NONE_AT, low=low, high=high)

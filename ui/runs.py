@@ -27,6 +27,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from transformer.bundle import ModelBundle
 from transformer.charts import with_title_line
+from transformer.i18n import language, t
 from transformer.runs import make_job, workers
 from transformer.runs.job import TRAINING_THREADS, Job, JobSnapshot
 from transformer.runs.probe import Probe, ProbeResult, example_input, run_probe
@@ -301,6 +302,7 @@ class FigureCache:
         self._slots: dict[str, tuple[Any, Any]] = {}
 
     def get(self, slot: str, key, build: Callable[[], Any]):
+        key = (language(), key)  # a figure's words are the reader's: a switch of language builds it afresh
         hit = self._slots.get(slot)
         if hit is None or hit[0] != key:
             hit = self._slots[slot] = (key, build())
@@ -316,8 +318,8 @@ def probe_figure(result: ProbeResult, step: int, layer: int, head: int | None):
     of every layer (head=None); tall enough to read when an early model writes only a token or two. One head's
     chart is narrow (beside the curves): its title puts the step on a second line, so none of it is cut off."""
     if head is None:
-        fig = display.cross_figure(result, layer, display.ALL_HEADS, extra=f"training step {step:,}")
+        fig = display.cross_figure(result, layer, display.ALL_HEADS, extra=t("train.step_title", step=step))
         return fig.update_layout(height=max(fig.layout.height, MIN_PROBE_HEIGHT))
     fig = display.cross_figure(result, layer, head)
     fig.update_layout(height=max(fig.layout.height, MIN_PROBE_HEIGHT))
-    return with_title_line(fig, f"training step {step:,}")
+    return with_title_line(fig, t("train.step_title", step=step))

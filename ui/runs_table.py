@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from transformer.i18n import Texts, t
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS
@@ -18,16 +19,26 @@ from transformer.tasks import TASKS
 from . import display
 from . import model_registry as registry
 from . import runs
+from .run_settings import OPTIMIZER_LABELS
 from .state import View
 from .tables.compare import COMPARE
 
 TABLE = "runs_table"  # widget key of the table (its selection)
 REFUSED = "runs_table_refused"  # session_state: why Make active could not add a run's model
 COMPARE_PAGE = "pages/explore/compare.py"
-ORIGIN_NAMES = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded",
-                "snapshot": "snapshot of a run"}
-STATE_NAMES = {"idle": "not started", "queued": "waiting", "running": "running", "paused": "paused",
-               "stopped": "stopped", "finished": "finished", "error": "failed"}
+ORIGIN_NAMES = Texts({"shipped": "checkpoints.origin.shipped", "trained": "checkpoints.origin.trained",
+                      "uploaded": "checkpoints.origin.uploaded", "snapshot": "runs.origin.snapshot"})
+STATE_NAMES = Texts({"idle": "runs.state.idle", "queued": "runs.state.queued", "running": "runs.state.running",
+                     "paused": "runs.state.paused", "stopped": "runs.state.stopped", "finished": "runs.state.finished",
+                     "error": "runs.state.error"})
+REASONS = Texts({"target reached": "runs.reason.target", "max steps": "runs.reason.max_steps",
+                 "time limit": "runs.reason.time_limit", "stopped": "runs.reason.stopped",
+                 "session gone": "runs.reason.session_gone", "error": "runs.reason.error",
+                 "killed": "runs.reason.killed"})  # why a run finished, as its job says it
+COLUMNS = Texts({"Source": "runs.column.source", "State": "runs.column.state", "Model": "app.model",
+                 "Task": "compare.facts.task", "Shape": "compare.facts.shape", "Settings": "compare.settings.header",
+                 "Steps": "runs.column.steps", "Time (s)": "runs.column.time", "Exact match": "errors.exact_match",
+                 "Token accuracy": "checkpoints.evaluate.token_accuracy", "Loss": "checkpoints.evaluate.loss"})
 
 
 @dataclass(frozen=True)
@@ -42,13 +53,16 @@ class Row:
 
 def shape_text(config: dict) -> str:
     """"2+2 × 4 heads, d 64": encoder + decoder layers, heads, d_model."""
-    return f"{config['n_enc_layers']}+{config['n_dec_layers']} × {config['n_heads']} heads, d {config['d_model']}"
+    return t("runs.shape", enc=config["n_enc_layers"], dec=config["n_dec_layers"], heads=config["n_heads"],
+             d_model=config["d_model"])
 
 
 def _settings(train: dict | None) -> str:
     if not train:
         return "–"
-    return f"{train.get('optimizer', '?')}, lr {train.get('lr', 0):g}, batch {train.get('batch_size', '?')}"
+    optimizer = train.get("optimizer", "?")
+    return t("runs.settings", optimizer=OPTIMIZER_LABELS.get(optimizer, optimizer), lr=f"{train.get('lr', 0):g}",
+             batch=train.get("batch_size", "?"))
 
 
 def _task(name: str, params: dict) -> str:
@@ -77,8 +91,8 @@ def run_row(run: runs.Run) -> Row:
     final = snap.history[-1] if snap.history else {}
     state = STATE_NAMES.get(snap.state, snap.state)
     if snap.state == "finished" and snap.finished_reason:
-        state += f" ({snap.finished_reason})"
-    return Row(f"run:{run.number}", _line(f"run {run.number}", state, f"{run.task.name}-run{run.number}",
+        state += t("runs.because", reason=REASONS.get(snap.finished_reason, snap.finished_reason))
+    return Row(f"run:{run.number}", _line(t("runs.run", n=run.number), state, f"{run.task.name}-run{run.number}",
                                           _task(train["task"], train["task_params"]), shape_text(run.settings.model),
                                           _settings(train), snap.step, round(snap.elapsed, 1), final), run=run)
 
@@ -93,8 +107,8 @@ def model_row(key: str, entry: registry.ModelEntry, infos: dict) -> Row:
         name, task, params, card = bundle.name, bundle.task.name, bundle.task.card_params(), bundle.card
         config = bundle.config.to_dict()
     source = ORIGIN_NAMES.get(entry.origin, entry.origin)
-    return Row(key, _line(source, "ready", name, _task(task, params), shape_text(config), _settings(card.get("train")),
-                          card.get("steps"), card.get("seconds"), card), key=key)
+    return Row(key, _line(source, t("runs.state.ready"), name, _task(task, params), shape_text(config),
+                          _settings(card.get("train")), card.get("steps"), card.get("seconds"), card), key=key)
 
 
 def rows() -> list[Row]:
@@ -127,7 +141,7 @@ def activate(table: list[Row]) -> None:
 
 
 def refusal(exc: StoreError) -> str:
-    return f"The run's model was not added: it cannot be kept on this server: {exc}."
+    return t("runs.not_added", error=exc)
 
 
 def file_name(row: Row) -> str:
@@ -149,42 +163,39 @@ def file_bytes(row: Row) -> bytes:
 def section(view: View) -> None:
     """The table: the few columns that fit a narrow window, or every column (it may then scroll sideways, the
     model's name pinned), as the page's `every_column` switch says."""
-    st.subheader("Training runs and models")
-    every = view.widget("every_column", st.toggle, "Every column",
-                        help="The task's settings, the model's shape, the recipe, token accuracy and loss too (in a "
-                             "narrow window the table then scrolls sideways).")
+    st.subheader(t("runs.header"))
+    every = view.widget("every_column", st.toggle, t("runs.every_column"), help=t("runs.every_column_help"))
     table = rows()
     frame = pd.DataFrame([r.values for r in table])
     st.dataframe(frame if every else frame[list(FEW_COLUMNS)], hide_index=True, key=TABLE, on_select="rerun",
                  selection_mode="multi-row", placeholder="—", column_config={
-                     "Source": st.column_config.TextColumn("Source", width=85),
-                     "State": st.column_config.TextColumn("State", width=150),
-                     "Model": st.column_config.TextColumn("Model", pinned=every, width=230),
-                     "Steps": st.column_config.NumberColumn("Steps", format="localized"),
-                     "Time (s)": st.column_config.NumberColumn("Time (s)", format="%.1f"),
-                     "Exact match": st.column_config.NumberColumn(
-                         "Exact match", format="%.1f%%", help="Greedy exact match on held-out inputs: a run's last "
-                         "evaluation, a model's card"),
-                     "Token accuracy": st.column_config.NumberColumn("Token accuracy", format="%.1f%%"),
-                     "Loss": st.column_config.NumberColumn("Loss", format="%.4f")})
+                     **{name: st.column_config.TextColumn(COLUMNS[name]) for name in COLUMNS},
+                     "Source": st.column_config.TextColumn(COLUMNS["Source"], width=85),
+                     "State": st.column_config.TextColumn(COLUMNS["State"], width=150),
+                     "Model": st.column_config.TextColumn(COLUMNS["Model"], pinned=every, width=230),
+                     "Steps": st.column_config.NumberColumn(COLUMNS["Steps"], format="localized"),
+                     "Time (s)": st.column_config.NumberColumn(COLUMNS["Time (s)"], format="%.1f"),
+                     "Exact match": st.column_config.NumberColumn(COLUMNS["Exact match"], format="%.1f%%",
+                                                                  help=t("runs.exact_match_help")),
+                     "Token accuracy": st.column_config.NumberColumn(COLUMNS["Token accuracy"], format="%.1f%%"),
+                     "Loss": st.column_config.NumberColumn(COLUMNS["Loss"], format="%.4f")})
     chosen = picked(table)
     with st.container(horizontal=True):
-        compare = st.button("Compare the two picked", key="runs_compare", icon=":material/compare:",
-                            disabled=len(chosen) != 2, help="Opens the Compare page with both (pick two rows).")
-        st.button("Make active", key="runs_activate", icon=":material/check_circle:", disabled=len(chosen) != 1,
-                  on_click=activate, args=(table,), help="Every page uses the active model (pick one row).")
+        compare = st.button(t("runs.compare"), key="runs_compare", icon=":material/compare:",
+                            disabled=len(chosen) != 2, help=t("runs.compare_help"))
+        st.button(t("checkpoints.actions.activate"), key="runs_activate", icon=":material/check_circle:",
+                  disabled=len(chosen) != 1, on_click=activate, args=(table,), help=t("runs.activate_help"))
         if len(chosen) == 1:
             row = chosen[0]
-            st.download_button("Download", data=lambda: file_bytes(row), file_name=file_name(row),
-                               mime="application/octet-stream",
+            st.download_button(t("checkpoints.actions.download"), data=lambda: file_bytes(row),
+                               file_name=file_name(row), mime="application/octet-stream",
                                key="runs_download", icon=":material/download:", on_click="ignore")
         else:
-            st.button("Download", key="runs_download_off", icon=":material/download:", disabled=True,
-                      help="Pick one row to download its model.")
-        display.table_download(frame, "runs_and_models", key="runs_table_csv", label="Table (CSV)")
-    st.caption("Every run this session started (the newest on the Train page; earlier ones stay here, at most "
-               f"{runs.MAX_HISTORY}) and every model it can use. Tick rows to compare two, or make one active or "
-               "download it; a run's model is its weights as of now.")
+            st.button(t("checkpoints.actions.download"), key="runs_download_off", icon=":material/download:",
+                      disabled=True, help=t("runs.download_help"))
+        display.table_download(frame.rename(columns=dict(COLUMNS)), "runs_and_models", key="runs_table_csv",
+                               label=t("runs.csv"))
+    st.caption(t("runs.caption", n=runs.MAX_HISTORY))
     if (message := st.session_state.pop(REFUSED, None)) is not None:
         st.error(message, icon=":material/block:")
     if compare and len(chosen) == 2:

@@ -1,16 +1,21 @@
-"""The sidebar every page shares: "Copy link" (the page's URL holds its view), the active model picker, its
-model card, the export format, and the presenter switch (in the URL too: `presenter=1`)."""
+"""The sidebar every page shares: the language switch and the presenter switch (both in the URL too: `lang=zh`,
+`presenter=1`), "Copy link" (the page's URL holds its view), the active model picker, its model card, and the
+export format."""
 
 from __future__ import annotations
 
+from string import Template
+
 import streamlit as st
 
-from transformer.store.cards import HELD_OUT_SOURCE
+from transformer.i18n import t
+from transformer.store.cards import held_out_source
 
+from . import language
 from . import model_registry as registry
 from .markdown import literal
 from .tables.shared import PRESENTER, SHARED
-from .widgets import NO_MODEL
+from .widgets import no_model
 
 EXPORT_FORMAT = "export_format"
 # Presenter mode for the back row: Streamlit sizes its text in rem, so a larger root size enlarges every text,
@@ -50,13 +55,14 @@ NARROW_CSS = """<style>
 </style>"""
 
 COPY_LINK_HTML = """
-<button id="copy" title="Copy the link to this view: it opens the same view for anyone"><svg width="15"
+<button id="copy" title="$tip"><svg width="15"
   height="15" viewBox="0 0 24 24" fill="none" stroke="currentColor" stroke-width="2.2" stroke-linecap="round">
   <path d="M10 13a5 5 0 0 0 7.5.5l3-3a5 5 0 0 0-7-7l-1.7 1.7"/><path d="M14 11a5 5 0 0 0-7.5-.5l-3 3a5 5 0 0 0
-  7 7l1.7-1.7"/></svg> Copy link</button>
+  7 7l1.7-1.7"/></svg> $label</button>
 <span id="done"></span>
 <style>
-  body { margin: 0; font-family: "Source Sans Pro", sans-serif; }
+  body { margin: 0; font-family: "Source Sans Pro", "Noto Sans CJK SC", "PingFang SC", "Microsoft YaHei",
+         sans-serif; }
   button { font: inherit; font-size: 15px; padding: 6px 12px; white-space: nowrap; border-radius: 8px; cursor: pointer;
            border: 1px solid rgba(49, 51, 63, 0.2); background: #fff; color: rgb(49, 51, 63);
            display: inline-flex; align-items: center; gap: 6px; }
@@ -73,7 +79,7 @@ COPY_LINK_HTML = """
       area.value = url; document.body.appendChild(area); area.select();
       document.execCommand("copy"); area.remove();
     }
-    document.getElementById("done").textContent = "copied";
+    document.getElementById("done").textContent = "$done";
     setTimeout(() => { document.getElementById("done").textContent = ""; }, 2500);
   };
 </script>
@@ -84,14 +90,14 @@ def model_card_lines(bundle) -> list[str]:
     """Short facts about a model, for the sidebar and the checkpoints page."""
     cfg, card = bundle.config, bundle.card
     lines = [
-        f"**Task:** {bundle.task.title}",
-        f"**Shape:** {cfg.n_enc_layers}+{cfg.n_dec_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}",
-        f"**Parameters:** {bundle.model.num_parameters():,}",
+        t("app.card.task", task=bundle.task.title),
+        t("app.card.shape", enc=cfg.n_enc_layers, dec=cfg.n_dec_layers, heads=cfg.n_heads, d_model=cfg.d_model),
+        t("app.card.parameters", n=bundle.model.num_parameters()),
     ]
     if card.get("exact_match") is not None:
-        lines.append(f"**Held-out exact match:** {card['exact_match']:.1%} :small[on {HELD_OUT_SOURCE}]")
+        lines.append(t("app.card.exact_match", share=card["exact_match"], source=held_out_source()))
     if card.get("steps"):
-        lines.append(f"**Trained:** {card['steps']:,} steps in {card.get('seconds', 0):.0f} s")
+        lines.append(t("app.card.trained", steps=card["steps"], seconds=card.get("seconds", 0)))
     return lines
 
 
@@ -100,8 +106,8 @@ def card_notes(bundle) -> str | None:
     field and what it should hold, never the value), or None for a sound card."""
     if not bundle.notes:
         return None
-    text = "; ".join(bundle.notes)
-    return ":material/info: " + literal(f"{text[:1].upper()}{text[1:]}.")
+    text = t("app.list_separator").join(bundle.notes)
+    return ":material/info: " + literal(t("app.sentence", text=f"{text[:1].upper()}{text[1:]}"))
 
 
 def presenting() -> bool:
@@ -112,9 +118,7 @@ def presenting() -> bool:
 def presenter_switch() -> None:
     """The presenter switch; while it is on, the page's text is larger (PRESENTER_CSS) and so are its charts, and in
     a narrow window the sidebar folds itself away (PRESENTER_FOLD_JS)."""
-    SHARED.view().widget(PRESENTER.name, st.toggle, "Presenter mode",
-                         help="Larger text and charts, for a projector and the back row. The page's link keeps "
-                              "it on.")
+    SHARED.view().widget(PRESENTER.name, st.toggle, t("app.presenter"), help=t("app.presenter_help"))
     if presenting():
         st.html(PRESENTER_CSS)
         st.html(PRESENTER_FOLD_JS, unsafe_allow_javascript=True)
@@ -124,37 +128,37 @@ def render_sidebar() -> None:
     entries = registry.entries()
     with st.sidebar:
         st.html(NARROW_CSS)
+        language.switch()
         presenter_switch()
-        st.iframe(COPY_LINK_HTML, height=42)
-        st.subheader("Active model")
+        st.iframe(Template(COPY_LINK_HTML).substitute(tip=t("app.copy_link_tip"), label=t("app.copy_link"),
+                                                      done=t("app.copied")), height=42)
+        st.subheader(t("app.active_model"))
         if not entries:
-            st.error(NO_MODEL)
+            st.error(no_model())
             return
         view = SHARED.view()
         view.set("model", registry.active_key())  # a model that is gone (removed, or not kept) gives way
         view.widget(
             "model",
             st.selectbox,
-            "Model",
+            t("app.model"),
             options=list(entries),
             format_func=lambda k: entries[k].label,
             to_widget=lambda _: registry.active_key(),
-            help="Every page uses this model. Pretrained models ship with the app; models you train or "
-            "upload are added here and kept on the server, so a link to them works for others too.",
+            help=t("app.model_help"),
         )
         bundle = registry.active_bundle()
         kept = registry.kept_for(registry.active_key())
         if kept is not None:
-            st.caption(f":material/schedule: Kept on this server for {kept / 86400:.0f} more day(s) after its "
-                       "last use; download it from the Checkpoints page to keep it for good.")
+            st.caption(":material/schedule: " + t("app.kept_for", days=round(kept / 86400)))
         st.markdown("  \n".join(model_card_lines(bundle)))
         if (notes := card_notes(bundle)) is not None:
             st.caption(notes)
         st.divider()
         st.radio(
-            "Chart download format",
+            t("app.export_format"),
             ["png", "svg"],
             horizontal=True,
             key=EXPORT_FORMAT,
-            help="The camera icon in each chart's toolbar saves it in this format, ready for slides.",
+            help=t("app.export_format_help"),
         )

@@ -29,6 +29,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from transformer.i18n import t
+
 from .markdown import literal
 
 FORMAT_VERSION = 1
@@ -46,7 +48,7 @@ def quoted(raw: str, limit: int = 40, marks: bool = True) -> str:
     left, right = ("“", "”") if marks else ("", "")
     if len(raw) <= limit:
         return f"{left}{raw}{right}"
-    return f"{left}{raw[:limit]}…{right} ({len(raw):,} characters)"
+    return f"{left}{raw[:limit]}…{right}" + t("app.link.cut", n=len(raw))
 
 
 def address() -> dict[str, str]:
@@ -89,9 +91,9 @@ class Text(Prop):
 
     def parse(self, raw: str) -> str:
         if len(raw) > self.max_chars:
-            raise LinkError(f"it is {len(raw)} characters long; at most {self.max_chars} are allowed")
+            raise LinkError(t("app.link.too_long", n=len(raw), most=self.max_chars))
         if any(ord(c) < 32 for c in raw):
-            raise LinkError("it contains control characters")
+            raise LinkError(t("app.link.control"))
         return raw
 
     def admits(self, value: Any) -> bool:
@@ -107,9 +109,9 @@ class Int(Prop):
         try:
             value = int(raw.strip())
         except ValueError:
-            raise LinkError(f"{quoted(raw)} is not a whole number") from None
+            raise LinkError(t("app.link.not_whole", raw=quoted(raw))) from None
         if not self.lo <= value <= self.hi:
-            raise LinkError(f"{quoted(raw.strip(), marks=False)} lies outside {self.lo}..{self.hi}")
+            raise LinkError(t("app.link.outside", raw=quoted(raw.strip(), marks=False), lo=self.lo, hi=self.hi))
         return value
 
     def admits(self, value: Any) -> bool:
@@ -129,9 +131,9 @@ class Float(Prop):
         try:
             value = float(raw.strip())
         except ValueError:
-            raise LinkError(f"{quoted(raw)} is not a number") from None
+            raise LinkError(t("app.link.not_number", raw=quoted(raw))) from None
         if not math.isfinite(value) or not self.lo <= value <= self.hi:
-            raise LinkError(f"{quoted(raw, marks=False)} lies outside {self.lo:g}..{self.hi:g}")
+            raise LinkError(t("app.link.outside", raw=quoted(raw, marks=False), lo=f"{self.lo:g}", hi=f"{self.hi:g}"))
         return value
 
     def format(self, value: float) -> str:
@@ -151,7 +153,7 @@ class Flag(Prop):
 
     def parse(self, raw: str) -> bool:
         if raw not in ("0", "1"):
-            raise LinkError(f"{quoted(raw)} is neither 0 nor 1")
+            raise LinkError(t("app.link.not_flag", raw=quoted(raw)))
         return raw == "1"
 
     def format(self, value: bool) -> str:
@@ -169,7 +171,7 @@ class Choice(Prop):
         for option in self.options:
             if self.format(option) == raw:
                 return option
-        raise LinkError(f"{quoted(raw)} is not one of {', '.join(self.format(o) for o in self.options)}")
+        raise LinkError(t("app.link.not_option", raw=quoted(raw), options=", ".join(map(self.format, self.options))))
 
     def admits(self, value: Any) -> bool:
         return value in self.options
@@ -185,12 +187,12 @@ class IntMap(Prop):
     def parse(self, raw: str) -> tuple[tuple[int, int], ...]:
         items = [item for item in raw.split(",") if item]
         if len(items) > self.max_items:
-            raise LinkError(f"it has {len(items)} entries; at most {self.max_items} are allowed")
+            raise LinkError(t("app.link.too_many", n=len(items), most=self.max_items))
         pairs = {}
         for item in items:
             left, sep, right = item.partition(":")
             if not sep or not left.strip().isdigit() or not right.strip().isdigit() or len(item) > 24:
-                raise LinkError(f"{quoted(item)} is not of the form step:token")
+                raise LinkError(t("app.link.not_pair", raw=quoted(item)))
             pairs[int(left)] = int(right)
         return tuple(sorted(pairs.items()))
 
@@ -212,10 +214,10 @@ class IntList(Prop):
     def parse(self, raw: str) -> tuple[int, ...]:
         parts = raw.split(",")
         if len(parts) != self.length or not all(p.strip().isdigit() and len(p) < 8 for p in parts):
-            raise LinkError(f"{quoted(raw)} is not {self.length} whole numbers separated by commas")
+            raise LinkError(t("app.link.not_list", raw=quoted(raw), n=self.length))
         values = tuple(int(p) for p in parts)
         if max(values) > self.hi:
-            raise LinkError(f"{max(values)} is larger than {self.hi}")
+            raise LinkError(t("app.link.larger", value=max(values), hi=self.hi))
         return values
 
     def format(self, value: tuple) -> str:
@@ -368,8 +370,7 @@ class View:
         """({prop name: value} of the parameters this page can take, notes on the others)."""
         version = params.get(VERSION_PARAM, str(FORMAT_VERSION))
         if version != str(FORMAT_VERSION):
-            newer = f"the link was made by a newer version of the app (format {quoted(version, 12, marks=False)})"
-            return {}, [f"{newer}; showing the default view"]
+            return {}, [t("app.link.newer", version=quoted(version, 12, marks=False))]
         adopted: dict[str, Any] = {}
         notes: list[str] = []
         for name, raw in params.items():
@@ -377,11 +378,11 @@ class View:
                 continue
             prop = self.table.by_name.get(name)
             if prop is None or not prop.url:
-                notes.append(f"{quoted(name)} is not a setting of this page")
+                notes.append(t("app.link.unknown", name=quoted(name)))
                 continue
             try:
                 if len(raw) > MAX_PARAM_CHARS:
-                    raise LinkError(f"it is {len(raw):,} characters long")
+                    raise LinkError(t("app.link.long", n=len(raw)))
                 adopted[name] = prop.parse(raw)
             except LinkError as exc:
                 notes.append(f"{name}: {exc}")
@@ -424,8 +425,8 @@ class View:
         """The notes about the link this page was opened with, if any (until the next change)."""
         notes = self.notes()
         if notes:
-            st.warning(literal("This link could not be followed in full: " + "; ".join(notes) + "."),  # a link's
-                       icon=":material/link_off:")  # text (a model name, a key) is never read as markdown
+            st.warning(literal(t("app.link.notes", notes=t("app.list_separator").join(notes))),  # a link's text
+                       icon=":material/link_off:")  # (a model name, a key) is never read as markdown
 
     # -- the URL out
     def params(self, values: dict[str, Any] | None = None) -> dict[str, str]:

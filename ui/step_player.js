@@ -51,15 +51,11 @@ const ICONS = {  // 24 x 24 outlines: |<  <  >  >|
   next: "M9 6l6 6-6 6",
   last: "M17 6v12M7 6l6 6-6 6",
 };
-const TITLES = { first: "First step", prev: "Previous step (←)", next: "Next step (→)", last: "Last step" };
-
-function button(name) {
+function button(name) {  // its title comes with the data, in the reader's language (show)
   const b = document.createElement("button");
   b.type = "button";
   b.className = "ap-step-button";
   b.dataset.go = name;
-  b.title = TITLES[name];
-  b.setAttribute("aria-label", TITLES[name]);
   b.innerHTML = `<svg viewBox="0 0 24 24" width="20" height="20" fill="none" stroke="currentColor"
     stroke-width="2.2" stroke-linecap="round" stroke-linejoin="round"><path d="${ICONS[name]}"/></svg>`;
   return b;
@@ -136,9 +132,12 @@ function show(state) {
   const range = root.querySelector("input");
   range.value = String(step + 1);
   range.disabled = n < 2;
-  root.querySelector(".ap-slider-label").textContent = `Step ${step + 1} of ${n}`;
+  root.querySelector(".ap-slider-label").textContent =
+    data.texts.step.replace("{step}", String(step + 1)).replace("{steps}", String(n));
   for (const b of root.querySelectorAll("button[data-go]")) {
     b.disabled = (b.dataset.go === "first" || b.dataset.go === "prev") ? step === 0 : step === n - 1;
+    b.title = data.texts[b.dataset.go];
+    b.setAttribute("aria-label", data.texts[b.dataset.go]);
   }
   root.dataset.step = String(step + 1);
   root.querySelector(".ap-strips").replaceChildren(
@@ -208,7 +207,7 @@ function draw(state, step) {
   if (!Plotly) {  // the chart code is still loading (ui/preload.py asked for it): try again shortly
     clearTimeout(state.retry);
     state.waited = (state.waited ?? 0) + 1;
-    if (state.waited === 200) state.div.textContent = "The chart code has not loaded yet: reload the page if this stays.";
+    if (state.waited === 200) state.div.textContent = state.data.waiting;
     state.retry = setTimeout(() => draw(state, step), 50);
     return;
   }

@@ -20,6 +20,8 @@ import plotly.io as pio
 from plotly.io.json import to_json_plotly
 import streamlit as st
 
+from transformer.i18n import t
+
 from .chart_look import STREAMLIT_LOOK
 
 CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"
@@ -58,8 +60,10 @@ def player(key: str, channel: str, decode: str, start: int, labels: tuple[str, s
     its caption and sentence as HTML the server has escaped), showing step `start` (0-based) of the decode
     named `decode`. `labels` name the source and decoder strips; `source` holds the source chips, `first` the
     decoder's start token. A step the learner moves to reaches `on_step(step)` (0-based) afterwards."""
+    texts = {"first": t("app.player.first"), "prev": t("app.player.prev"), "next": t("app.player.next"),
+             "last": t("app.player.last"), "step": t("app.player.step", step="{step}", steps="{steps}")}  # JS fills
     data = {"role": "player", "channel": channel, "version": decode, "start": start, "labels": list(labels),
-            "source": source, "start_chip": first, "steps": steps}
+            "source": source, "start_chip": first, "steps": steps, "texts": texts}
     _component(key=key, data=data, on_step_change=lambda: _moved(key, len(steps), on_step))
 
 
@@ -89,5 +93,5 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
     data = {"role": "chart", "channel": channel, "version": decode,
             "figures_id": version(decode, kind, look, fmt, scale),
             "kind": kind, "figures": figures, "filenames": filenames, "config": {"format": fmt, "scale": scale},
-            "template": STREAMLIT_LOOK}
+            "template": STREAMLIT_LOOK, "waiting": t("app.player.waiting")}
     _component(key=key, data=data)

@@ -16,6 +16,7 @@ import streamlit as st
 
 from transformer.network.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
+from transformer.i18n import t
 from transformer.store.checkpoints import CheckpointError, load_bundle, load_state_dict_file
 from transformer.store.model_store import StoreError
 
@@ -27,7 +28,6 @@ from . import model_registry as registry
 # 20,000,000 bytes, and says so; the server's own cap (20 MiB) stays above it.
 UPLOAD_LIMIT_MB = 20
 UPLOAD_LIMIT = UPLOAD_LIMIT_MB * 10**6
-LIMIT_TEXT = f"{UPLOAD_LIMIT_MB} MB ({UPLOAD_LIMIT:,} bytes)"
 CHECKPOINT_TYPES = ["safetensors", "pt"]
 MAX_UPLOADED_MODELS = 8  # per session: each one is held in this server's memory until the tab closes
 OUTCOME = "upload_outcome"  # session_state: the outcome of the last upload handled (not view state)
@@ -47,13 +47,13 @@ def _metadata(config: bytes | None) -> dict | None:
     if config is None:
         return None
     if len(config) > UPLOAD_LIMIT:
-        raise CheckpointError(f"the config file is {len(config):,} bytes; uploads are limited to {LIMIT_TEXT}")
+        raise CheckpointError(t("app.upload.config_too_big", n=len(config), limit=limit_text()))
     try:
         data = json.loads(config)
     except (ValueError, RecursionError):
-        raise CheckpointError("the config file is not valid JSON") from None
+        raise CheckpointError(t("app.upload.config_not_json")) from None
     if not isinstance(data, dict):
-        raise CheckpointError("the config file must hold a JSON object with config, tokenizer and task")
+        raise CheckpointError(t("app.upload.config_not_object"))
     return data
 
 
@@ -61,14 +61,14 @@ def load_upload(name: str, data: bytes, config: bytes | None = None) -> ModelBun
     """A model from an uploaded file: `.safetensors`, or `.pt` (its metadata inside, or `config` JSON bytes
     beside a bare state dict). Named after the file. Raises CheckpointError saying what is wrong."""
     if len(data) > UPLOAD_LIMIT:
-        raise CheckpointError(f"the file is {len(data):,} bytes; uploads are limited to {LIMIT_TEXT}")
+        raise CheckpointError(t("app.upload.too_big", n=len(data), limit=limit_text()))
     suffix = Path(name).suffix.lower()
     if suffix == ".safetensors":
         bundle = load_bundle(data, max_bytes=UPLOAD_LIMIT)
     elif suffix == ".pt":
         bundle = load_state_dict_file(data, _metadata(config), max_bytes=UPLOAD_LIMIT)
     else:
-        raise CheckpointError("only .safetensors and .pt checkpoints can be uploaded")
+        raise CheckpointError(t("app.upload.kinds"))
     return replace(bundle, card=bundle.card | {"name": Path(name).stem})
 
 
@@ -88,40 +88,41 @@ def add_upload(name: str, data: bytes, config: bytes | None = None, upload_id: t
         bundle = load_upload(name, data, config)
         same = listed_as(bundle)
         if same is None and uploaded >= MAX_UPLOADED_MODELS:
-            raise CheckpointError(f"this session already holds {uploaded} uploaded models; remove one first")
+            raise CheckpointError(t("app.upload.too_many", n=uploaded))
     except CheckpointError as exc:
-        return UploadOutcome(upload_id, False, f"“{name}” was refused: {exc}. Nothing was changed: the active "
-                                               "model is still the one in the sidebar.")
+        return UploadOutcome(upload_id, False, t("app.upload.refused", name=name, error=exc))
     if same is not None:
         label = registry.entries()[same].label
         if activate:
             registry.set_active(same)
-        now = (f"“{label}” is the active model on every page." if registry.active_key() == same else
-               "The active model is still the one in the sidebar.")
-        return UploadOutcome(upload_id, True, f"“{name}” holds the same model as “{label}”, already in the list (the "
-                                              f"same weights, configuration and tokenizer), so nothing was added. "
-                                              f"{now}", same)
+        now = t("app.upload.now_active", model=label) if registry.active_key() == same else t("app.upload.still")
+        return UploadOutcome(upload_id, True, t("app.upload.same", name=name, model=label, now=now), same)
     try:
         key = registry.add_session_model(bundle, "uploaded", activate=activate)
     except StoreError as exc:  # this session's share of the server's model storage is full
-        return UploadOutcome(upload_id, False, f"“{name}” was refused: it cannot be kept on this server: {exc}. "
-                                               "Nothing was changed: the active model is still the one in the sidebar.")
-    now = ("It is now the active model on every page." if activate else
-           "It is in the model list; the active model is still the one in the sidebar.")
-    return UploadOutcome(upload_id, True, f"“{name}” loaded as “{bundle.name}”: {bundle.task.title.lower()}, "
-                                          f"{bundle.model.num_parameters():,} parameters. {now}{caveats(bundle)}", key)
+        why = t("app.upload.cannot_keep", error=exc)
+        return UploadOutcome(upload_id, False, t("app.upload.refused", name=name, error=why))
+    now = t("app.upload.active") if activate else t("app.upload.listed")
+    return UploadOutcome(upload_id, True, t("app.upload.loaded", name=name, model=bundle.name,
+                                            task=bundle.task.title.lower(), n=bundle.model.num_parameters(), now=now)
+                         + caveats(bundle), key)
 
 
 def caveats(bundle: ModelBundle) -> str:
     """What an accepted upload's message adds: its card's dropped fields, and a model whose traced decodes
     are over the memory budget even for the shortest input (the decoding pages will refuse them)."""
-    text = f" Its model card was cleaned: {'; '.join(bundle.notes)}." if bundle.notes else ""
-    shortest = replace(decode_estimate(bundle.config, source_len=1), what="tracing the decode of a one-token input")
+    text = t("app.upload.cleaned", notes=t("app.list_separator").join(bundle.notes)) if bundle.notes else ""
+    shortest = replace(decode_estimate(bundle.config, source_len=1), what=t("app.upload.one_token"))
     try:
         shortest.check()
     except BudgetError as exc:
-        text += f" The pages that trace a decode will refuse it: {exc}."
+        text += t("app.upload.over_budget", error=exc)
     return text
+
+
+def limit_text() -> str:
+    """The upload limit in words: "20 MB (20,000,000 bytes)"."""
+    return t("app.upload.limit", mb=UPLOAD_LIMIT_MB, n=UPLOAD_LIMIT)
 
 
 def handle(file, config_file=None, activate: bool = True) -> UploadOutcome | None:

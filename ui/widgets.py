@@ -11,6 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.bundle import ModelBundle
 from transformer.charts.common import display_piece
+from transformer.i18n import t
 from transformer.network.decoding import DecodeError
 from transformer.network.tokenizers import TokenizerError
 from transformer.tasks import TaskError
@@ -19,15 +20,18 @@ from . import decodes
 from . import model_registry as registry
 from .state import View
 
-NO_MODEL = ("No model is available yet: the pretrained checkpoints are missing. Train one on the Train live "
-            "page or upload one on the Checkpoints page, then come back.")
+
+
+def no_model() -> str:
+    """What a page says when the server has no model at all."""
+    return t("app.no_model")
 
 
 def require_model() -> tuple[str, ModelBundle]:
     """(registry key, bundle) of the active model; says so and stops the page when there is none."""
     key = registry.active_key()
     if key is None:
-        st.warning(NO_MODEL, icon=":material/info:")
+        st.warning(no_model(), icon=":material/info:")
         st.stop()
     return key, registry.bundle_for(key)
 
@@ -45,7 +49,7 @@ def readable_link_input(view: View, key: str, bundle: ModelBundle) -> None:
     try:
         decodes.greedy(key, registry.version(key), current_input(view, bundle.examples()))
     except (TokenizerError, DecodeError) as exc:
-        view.refuse("input", f"{bundle.name} cannot decode it: {exc}")
+        view.refuse("input", t("attention.cannot_decode_link", name=bundle.name, error=exc))
 
 
 def input_picker(view: View, bundle: ModelBundle, help_text: str) -> str:
@@ -54,10 +58,10 @@ def input_picker(view: View, bundle: ModelBundle, help_text: str) -> str:
     examples = bundle.examples()
     text = current_input(view, examples)
     # one above the other: beside the box, the pills ran past the page's edge at 1024 px instead of wrapping
-    view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200, help=help_text,
+    view.widget("input", st.text_input, t("app.input"), to_widget=lambda _: text, max_chars=200, help=help_text,
                 width=480)
     # the example in use is highlighted; clicking it again deselects it and keeps the text
-    view.widget("input", st.pills, "Examples (held out from training)", examples, slot="examples",
+    view.widget("input", st.pills, t("app.examples"), examples, slot="examples",
                 to_widget=lambda _: text if text in examples else None, from_widget=lambda v: v)
     return text
 
@@ -66,7 +70,8 @@ def verdict(output: str, answer: str | None) -> str:
     """A right/wrong badge (markdown) for `output` against the task's answer; "" when there is none."""
     if answer is None:
         return ""
-    return ":green-badge[:material/check: right]" if output == answer else ":red-badge[:material/close: wrong]"
+    return (f":green-badge[:material/check: {t('app.right')}]" if output == answer
+            else f":red-badge[:material/close: {t('app.wrong')}]")
 
 
 def token_text(piece: str) -> str:
@@ -89,8 +94,7 @@ def expected(task, text: str) -> tuple[str | None, str]:
 
 def warn_if_longer_than_trained(task, text: str) -> None:
     if len(text) > task.max_source_chars:
-        st.warning(f"The model was trained on inputs of at most {task.max_source_chars} characters; expect "
-                   "mistakes on longer ones.", icon=":material/warning:")
+        st.warning(t("app.longer_than_trained", n=task.max_source_chars), icon=":material/warning:")
 
 
 def header(title: str) -> DeltaGenerator:

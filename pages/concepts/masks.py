@@ -23,15 +23,15 @@ from transformer.analysis.masked_batch import (
 )
 from transformer.network.masks import subsequent_mask
 from transformer.network.special_tokens import PAD
+from transformer.i18n import Texts, t
 
-TARGET_CHOICES = {"correct": "the task's correct answer (as in training)", GREEDY: "the model's own greedy output"}
-SHORT_KIND = {"encoder_self": "Encoder self", "decoder_self": "Decoder self", "cross": "Cross"}
+TARGET_CHOICES = Texts({"correct": "masks.target.correct", GREEDY: "masks.target.greedy"})
 
 
 def traced(key: str, version: int, sources: tuple[str, ...], targets_from: str, causal: bool) -> MaskedBatch:
     """The batch through one traced pass of model `key` (at `registry.version` `version`), kept per model,
     inputs and options in the decodes' byte-bounded cache: the result is frozen and only ever read."""
-    with st.spinner("Running the model over the batch…"):
+    with st.spinner(t("masks.running")):
         return decodes.memo("masked_batch", _traced, key, version, sources, targets_from, causal)
 
 
@@ -51,13 +51,13 @@ def labels(batch: MaskedBatch, row: int) -> tuple[list[str], list[str]]:
 
 
 def row_name(batch: MaskedBatch, row: int) -> str:
-    return f"seq {row + 1}: {batch.sources[row]}"
+    return f"{t('charts.seq', n=row + 1)}: {batch.sources[row]}"
 
 
 def head_title(kind: str, layer: int, head: int) -> str:
     """A title short enough for half the page: "Decoder self · layer 1 · head 2"; charts.with_title_line adds
     what the chart shows on a second line."""
-    return f"{SHORT_KIND[kind]} · layer {layer + 1} · head {head + 1}"
+    return f"{charts.KIND_SHORT[kind]} · {t('charts.layer', n=layer + 1)} · {t('charts.head', n=head + 1)}"
 
 
 def by_length(batch: MaskedBatch) -> list[int]:
@@ -67,10 +67,11 @@ def by_length(batch: MaskedBatch) -> list[int]:
 
 # ------------------------------------------------------------------------------------- the view's numbers
 def index(view: View, name: str, count: int, what: str) -> int:
-    """The 0-based layer or head of 1-based prop `name`; one the model lacks goes back to the default."""
+    """The 0-based layer or head of 1-based prop `name` (`what`: the catalog key of what the model has only `n` of);
+    one the model lacks goes back to the default."""
     value = view.get(name)
     if value > count:
-        view.refuse(name, f"this model has only {count} {what}")
+        view.refuse(name, t(what, n=count))
         value = view.get(name)
     return value - 1
 
@@ -79,14 +80,15 @@ def row(view: View, name: str, batch: MaskedBatch, default: int) -> int:
     """The 0-based batch row of 1-based prop `name` (None: `default`); one past the batch goes back to it."""
     value = view.get(name)
     if value is not None and value > len(batch.sources):
-        view.refuse(name, f"the batch has only {len(batch.sources)} rows")
+        view.refuse(name, t("masks.only_rows", n=len(batch.sources)))
         value = None
     return default if value is None else value - 1
 
 
-def pick_index(view: View, name: str, column, label: str, count: int, value: int) -> int:
-    """A selectbox over `count` layers or heads, shown 1-based, bound to prop `name`."""
-    return view.widget(name, column.selectbox, label, range(count), format_func=lambda i: f"{label.lower()} {i + 1}",
+def pick_index(view: View, name: str, column, label: str, option: str, count: int, value: int) -> int:
+    """A selectbox over `count` layers or heads, shown 1-based (`option`: the catalog key of one, "layer {n}"),
+    bound to prop `name`."""
+    return view.widget(name, column.selectbox, label, range(count), format_func=lambda i: t(option, n=i + 1),
                        to_widget=lambda _: value, from_widget=lambda i: i + 1)
 
 
@@ -99,17 +101,11 @@ def pick_row(view: View, name: str, column, label: str, batch: MaskedBatch, valu
 
 # ------------------------------------------------------------------------------------------------ sections
 def intro() -> DeltaGenerator:
-    notes = header("Masks")
-    st.markdown(
-        "Sequences in a batch have different lengths, so the short ones are filled up with `<pad>` tokens. "
-        "The **padding mask** stops every query from looking at those pads. In the decoder a second, **causal "
-        "mask** stops position *t* from looking at later positions: in training the whole answer is fed in at "
-        "once, and without it the decoder could simply read the token it is asked to predict. A masked score "
-        "becomes −∞ before the softmax, so its weight is exactly 0."
-    )
+    notes = header(t("app.page.masks"))
+    st.markdown(t("masks.intro"))
     st.latex(r"\operatorname{Attention}(Q,K,V)=\operatorname{softmax}\!\Big(\frac{QK^{\top}}{\sqrt{d_k}}+M\Big)V,"
-             r"\qquad M_{ij}=\begin{cases}0 & \text{query } i \text{ may attend to key } j\\"
-             r"-\infty & \text{masked}\end{cases}")
+             r"\qquad M_{ij}=\begin{cases}0 & " + t("masks.formula_may") + r"\\"
+             r"-\infty & " + t("masks.formula_masked") + r"\end{cases}")
     return notes
 
 
@@ -125,7 +121,7 @@ def batch_of(view: View, key: str, bundle) -> tuple[str, str, MaskedBatch | None
     except ValueError as exc:  # BatchError, TokenizerError, TaskError: the library's own message
         if not view.from_link("inputs"):
             return text, targets_from, None, str(exc)
-        view.refuse("inputs", f"they cannot form a batch for this model ({exc})")
+        view.refuse("inputs", t("masks.no_batch_link", error=exc))
         return batch_of(view, key, bundle)
 
 
@@ -133,28 +129,21 @@ def inputs_panel(view: View, bundle, text: str) -> None:
     left, right = st.columns([3, 2])
     with left:
         view.widget("inputs", st.text_area,
-                    f"Inputs for the {bundle.task.title.lower()} model, one per line ({MIN_BATCH} to {MAX_BATCH})",
-                    to_widget=lambda _: text, height=130, max_chars=400,
-                    help="They are padded into one batch exactly as in training. Different lengths make the "
-                    "padding visible.")
+                    t("masks.inputs", task=bundle.task.title.lower(), lo=MIN_BATCH, hi=MAX_BATCH),
+                    to_widget=lambda _: text, height=130, max_chars=400, help=t("masks.inputs_help"))
     with right:
-        view.widget("targets", st.radio, "Teacher-forced decoder input", TARGETS, format_func=TARGET_CHOICES.get,
-                    help="In training the decoder reads the right answer shifted by one (teacher forcing). You "
-                    "can feed it the model's own greedy answer instead.")
+        view.widget("targets", st.radio, t("masks.targets"), TARGETS, format_func=TARGET_CHOICES.get,
+                    help=t("masks.targets_help"))
 
 
 def padded_batch(batch: MaskedBatch, targets_from: str, stem: str) -> None:
     B, S = batch.src.shape
-    st.header("1 · The padded batch", divider="gray")
-    st.markdown(
-        f"The encoder reads each input followed by `</s>`; the decoder reads `<s>` followed by "
-        f"{TARGET_CHOICES[targets_from]} and is trained to predict the same row shifted one to the left. The "
-        f"longest row sets the width ({S} encoder positions, {batch.tgt_in.shape[1]} decoder positions); shorter "
-        "rows are padded with `<pad>` (id 0)."
-    )
-    for name, ids, pieces, part in (("Encoder input (source)", batch.src, batch.src_pieces, "src"),
-                                    ("Decoder input (target shifted right)", batch.tgt_in, batch.tgt_pieces, "tgt")):
-        fig = charts.padded_batch_heatmap(ids.numpy(), pieces, f"{name} · {B} sequences × {ids.shape[1]} positions")
+    st.header(t("masks.batch.header"), divider="gray")
+    st.markdown(t("masks.batch.text", targets=TARGET_CHOICES[targets_from], src=S, tgt=batch.tgt_in.shape[1]))
+    for name, ids, pieces, part in ((t("masks.batch.source"), batch.src, batch.src_pieces, "src"),
+                                    (t("masks.batch.target"), batch.tgt_in, batch.tgt_pieces, "tgt")):
+        fig = charts.padded_batch_heatmap(ids.numpy(), pieces,
+                                          t("masks.batch.title", name=name, rows=B, positions=ids.shape[1]))
         display.show_figure(fig, f"{stem}_batch-{part}", key=f"masks-batch-{part}", width="content")
 
 
@@ -163,30 +152,21 @@ def the_masks(view: View, batch: MaskedBatch, n_heads: int, stem: str) -> None:
     """The masks read back from the trace: the source padding rows, and one row's decoder masks."""
     B, S = batch.src.shape
     T = batch.tgt_in.shape[1]
-    st.header("2 · The masks, as the model applied them", divider="gray")
+    st.header(t("masks.masks.header"), divider="gray")
     enc_record = batch.trace.attention["encoder_self"][0]
     dec_record = batch.trace.attention["decoder_self"][0]
     cross_record = batch.trace.attention["cross"][0]
-    st.markdown(
-        f"""Every mask below is read back from the trace of this forward pass (layer 1; all layers use the same one).
-True (blue) means *may attend*.
-
-- **Source padding mask**: built with shape `(batch, 1, 1, keys)` = `{tuple(batch.src_mask.shape)}`: one row of
-  {S} keys per sequence. The two 1s broadcast: the same row serves all {n_heads} heads and every query, so the
-  encoder's self-attention applied it as `{tuple(enc_record.mask.shape)}`, and the cross-attention, whose
-  {T} queries come from the decoder, as `{tuple(cross_record.mask.shape)}`.
-- **Target mask**: built with shape `(batch, 1, queries, keys)` = `{tuple(batch.tgt_mask.shape)}`: each of
-  the {T} decoder queries gets its own row of keys (padding AND causal), broadcast over the {n_heads} heads only:
-  `{tuple(dec_record.mask.shape)}` in the decoder's self-attention."""
-    )
+    st.markdown(t("masks.masks.text", src_mask=tuple(batch.src_mask.shape), S=S, heads=n_heads,
+                  enc=tuple(enc_record.mask.shape), T=T, cross=tuple(cross_record.mask.shape),
+                  tgt_mask=tuple(batch.tgt_mask.shape), dec=tuple(dec_record.mask.shape)))
     pad_rows = enc_record.mask[:, 0, 0, :].numpy()
-    positions = [f"{t:02d}" for t in range(S)]
-    rows = [f"seq {b + 1}" for b in range(B)]
-    fig = charts.mask_heatmap(pad_rows, rows, positions, f"Source padding mask · {B} sequences × {S} keys")
+    positions = [f"{i:02d}" for i in range(S)]
+    rows = [t("charts.seq", n=b + 1) for b in range(B)]
+    fig = charts.mask_heatmap(pad_rows, rows, positions, t("masks.masks.source_title", rows=B, keys=S))
     display.heatmap(fig, pad_rows, rows, positions, f"{stem}_source-padding", "masks-src-pad")
     code_link("masks", text=batch.sources[0])
 
-    b = pick_row(view, "row", st.columns(2)[0], "Batch row for the decoder masks", batch,
+    b = pick_row(view, "row", st.columns(2)[0], t("masks.masks.row"), batch,
                  row(view, "row", batch, by_length(batch)[0]))
     src_labels, tgt_labels = labels(batch, b)
     tgt_padding = batch.tgt_in[b] != PAD
@@ -194,51 +174,45 @@ True (blue) means *may attend*.
     combined = dec_record.mask[b, 0].numpy()
     cross_mask = cross_record.mask[b, 0].numpy()
     pad_part = tgt_padding[None, :].expand(T, T).numpy()
-    pad_fig = charts.mask_heatmap(pad_part, tgt_labels, tgt_labels, f"Target padding · seq {b + 1}")
-    causal_fig = charts.mask_heatmap(causal, tgt_labels, tgt_labels, "AND causal (subsequent) mask")
+    pad_fig = charts.mask_heatmap(pad_part, tgt_labels, tgt_labels, t("masks.masks.target_padding", n=b + 1))
+    causal_fig = charts.mask_heatmap(causal, tgt_labels, tgt_labels, t("masks.masks.causal"))
     c1, c2 = display.fitted_row("masks_parts", [display.label_width(f) for f in (pad_fig, causal_fig)])
     with c1:
         display.heatmap(pad_fig, pad_part, tgt_labels, tgt_labels, f"{stem}_target-padding-row{b + 1}",
                         "masks-tgt-pad", HALF)
     with c2:
         display.heatmap(causal_fig, causal, tgt_labels, tgt_labels, f"{stem}_causal", "masks-causal", HALF)
-    combined_fig = charts.mask_heatmap(combined, tgt_labels, tgt_labels, f"= target mask in the trace · seq {b + 1}")
-    cross_fig = charts.mask_heatmap(cross_mask, tgt_labels, src_labels,
-                                    f"Cross-attention mask in the trace · seq {b + 1}")
+    combined_fig = charts.mask_heatmap(combined, tgt_labels, tgt_labels, t("masks.masks.combined", n=b + 1))
+    cross_fig = charts.mask_heatmap(cross_mask, tgt_labels, src_labels, t("masks.masks.cross", n=b + 1))
     c3, c4 = display.fitted_row("masks_traced", [display.label_width(f) for f in (combined_fig, cross_fig)])
     with c3:
         display.heatmap(combined_fig, combined, tgt_labels, tgt_labels, f"{stem}_target-row{b + 1}", "masks-combined",
                         HALF)
         same = bool((combined == (pad_part & causal)).all())
-        st.caption(("✓ equals" if same else "✗ differs from") + " padding AND causal, cell by cell.")
+        st.caption(t("masks.masks.same" if same else "masks.masks.differs"))
     with c4:
         display.heatmap(cross_fig, cross_mask, tgt_labels, src_labels, f"{stem}_cross-row{b + 1}", "masks-cross", HALF)
-        st.caption("The source padding row, repeated for every decoder query: no decoder position reads a source "
-                   "pad.")
+        st.caption(t("masks.masks.cross_caption"))
     code_link("masks", text=batch.sources[b])
     view.sync_url()
 
 
 # what the recorded self-attention scores hold for models whose positions act inside attention
-SCORE_NOTES = {"rope": "This model uses RoPE: these are the scores of its rotated queries and keys "
-                       "(the positional-encoding page shows the rotation).",
-               "alibi": "This model uses ALiBi: these scores include the head's bias −slope·|i − j| "
-                        "(the positional-encoding page shows each head's)."}
+SCORE_NOTES = Texts({"rope": "masks.scores.rope", "alibi": "masks.scores.alibi"})
 
 
 @st.fragment
 def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> None:
-    st.header("3 · Scores before the softmax, weights after", divider="gray")
-    st.markdown("Pick one head. On the left, the raw scores q·k/√d; masked cells are drawn grey with ×, "
-                "because their score is replaced by −∞. On the right, the softmax of each row over the cells "
-                "that remain: every row sums to 1 and masked cells get exactly 0.")
+    st.header(t("masks.scores.header"), divider="gray")
+    st.markdown(t("masks.scores.text"))
     p1, p2, p3, p4 = st.columns(4)
-    kind = view.widget("kind", p1.selectbox, "Attention", KINDS, format_func=charts.KIND_TITLES.get)
+    kind = view.widget("kind", p1.selectbox, t("masks.attention"), KINDS, format_func=charts.KIND_TITLES.get)
     layers = cfg.n_enc_layers if kind == "encoder_self" else cfg.n_dec_layers
-    what = {"encoder_self": "encoder layer(s)"}.get(kind, "decoder layer(s)")
-    layer = pick_index(view, "layer", p2, "Layer", layers, index(view, "layer", layers, what))
-    head = pick_index(view, "head", p3, "Head", cfg.n_heads, index(view, "head", cfg.n_heads, "heads"))
-    b = pick_row(view, "score_row", p4, "Batch row", batch,
+    what = "masks.only_encoder_layers" if kind == "encoder_self" else "masks.only_decoder_layers"
+    layer = pick_index(view, "layer", p2, t("masks.layer"), "charts.layer", layers, index(view, "layer", layers, what))
+    head = pick_index(view, "head", p3, t("masks.head"), "charts.head", cfg.n_heads,
+                      index(view, "head", cfg.n_heads, "masks.only_heads"))
+    b = pick_row(view, "score_row", p4, t("masks.row"), batch,
                  row(view, "score_row", batch, by_length(batch)[len(batch.sources) // 2]))
     record = batch.trace.attention[kind][layer]
     enc, dec = labels(batch, b)
@@ -247,10 +221,11 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     if kind != "cross" and cfg.positional in SCORE_NOTES:
         st.caption(SCORE_NOTES[cfg.positional])
     scores_fig = charts.with_title_line(charts.scores_heatmap(scores, mask, q_labels, k_labels,
-                                                              head_title(kind, layer, head)), f"scores, seq {b + 1}")
+                                                              head_title(kind, layer, head)),
+                                         t("masks.scores.scores_line", n=b + 1))
     weights_fig = charts.with_title_line(charts.attention_heatmap(weights, q_labels, k_labels,
                                                                   head_title(kind, layer, head), mask=mask),
-                                         f"weights, seq {b + 1}")
+                                         t("masks.scores.weights_line", n=b + 1))
     c1, c2 = display.fitted_row("masks_scores", [display.label_width(f) for f in (scores_fig, weights_fig)])
     with c1:
         display.heatmap(scores_fig, without_masked(scores, mask), q_labels, k_labels,
@@ -267,35 +242,36 @@ def predictions_table(tokenizer, causal: MaskedBatch, open_: MaskedBatch, b: int
     scored = causal.scored[b].nonzero()[:, 0].tolist()
     with_mask, without = causal.predictions[b], open_.predictions[b]
     return pd.DataFrame({
-        "position": scored,
-        "decoder reads": [causal.tgt_pieces[b][t] for t in scored],
-        "should predict": [tokenizer.piece(int(causal.tgt_out[b, t])) for t in scored],
-        "with causal mask": [tokenizer.piece(int(with_mask[t])) for t in scored],
-        "without it": [tokenizer.piece(int(without[t])) for t in scored],
-        "changed": ["✱ changed" if with_mask[t] != without[t] else "" for t in scored],
+        t("masks.table.position"): scored,
+        t("masks.table.reads"): [causal.tgt_pieces[b][i] for i in scored],
+        t("masks.table.should"): [tokenizer.piece(int(causal.tgt_out[b, i])) for i in scored],
+        t("masks.table.with"): [tokenizer.piece(int(with_mask[i])) for i in scored],
+        t("masks.table.without"): [tokenizer.piece(int(without[i])) for i in scored],
+        t("masks.table.changed"): [t("masks.table.changed_mark") if with_mask[i] != without[i] else ""
+                                   for i in scored],
     })
 
 
 @st.fragment
 def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_from: str) -> None:
     cfg, task_name = bundle.config, bundle.task.name
-    st.header("4 · Remove the causal mask", divider="gray")
-    st.markdown("Switch it off and the same model runs again over the same batch with the padding part of "
-                "the target mask only. Now each decoder position also sees the tokens after it, including the "
-                "one it should predict. The model was never trained like that, so its predictions change.")
-    if not view.widget("no_causal", st.toggle, "Remove the causal mask"):
-        st.info("Turn the switch on to re-run the model without the causal mask.", icon=":material/visibility:")
+    st.header(t("masks.open.header"), divider="gray")
+    st.markdown(t("masks.open.text"))
+    if not view.widget("no_causal", st.toggle, t("masks.open.toggle")):
+        st.info(t("masks.open.info"), icon=":material/visibility:")
         view.sync_url()
         return
     open_ = traced(key, registry.version(key), tuple(batch.sources), targets_from, False)
     p1, p2, p3 = st.columns(3)
-    layer = pick_index(view, "open_layer", p1, "Layer", cfg.n_dec_layers,
-                       index(view, "open_layer", cfg.n_dec_layers, "decoder layer(s)"))
-    head = pick_index(view, "open_head", p2, "Head", cfg.n_heads, index(view, "open_head", cfg.n_heads, "heads"))
-    b = pick_row(view, "open_row", p3, "Batch row", batch, row(view, "open_row", batch, by_length(batch)[-1]))
+    layer = pick_index(view, "open_layer", p1, t("masks.layer"), "charts.layer", cfg.n_dec_layers,
+                       index(view, "open_layer", cfg.n_dec_layers, "masks.only_decoder_layers"))
+    head = pick_index(view, "open_head", p2, t("masks.head"), "charts.head", cfg.n_heads,
+                      index(view, "open_head", cfg.n_heads, "masks.only_heads"))
+    b = pick_row(view, "open_row", p3, t("masks.row"), batch, row(view, "open_row", batch, by_length(batch)[-1]))
     _, dec = labels(batch, b)
     records = [(run, name, run.trace.attention["decoder_self"][layer])
-               for run, name in ((batch, f"causal, seq {b + 1}"), (open_, f"no causal mask, seq {b + 1}"))]
+               for run, name in ((batch, t("masks.open.causal_line", n=b + 1)),
+                                 (open_, t("masks.open.open_line", n=b + 1)))]
     figs = [charts.with_title_line(charts.attention_heatmap(record.weights[b, head].numpy(), dec, dec,
                                                             head_title("decoder_self", layer, head),
                                                             mask=record.mask[b, head].numpy()), name)
@@ -308,16 +284,16 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
             stem = chart_filename(task_name, f"decoder_self-{'causal' if run.causal else 'no-causal'}-row{b + 1}",
                                   layer, head)
             display.heatmap(fig, record.weights[b, head].numpy(), dec, dec, stem, f"masks-open-{run.causal}", HALF)
-            st.caption(f"Weight above the diagonal: each real (non-pad) query puts on average **{later:.0%}** of "
-                       "its attention on later tokens.")
+            st.caption(t("masks.open.above", share=later))
     code_link("masks", text=batch.sources[b], kind="decoder_self", layer=layer, head=head)
     changed = (batch.predictions != open_.predictions) & batch.scored
-    st.markdown(f"**Predictions of seq {b + 1}** ({int(changed[b].sum())} of {int(batch.scored[b].sum())} "
-                f"positions changed; {int(changed.sum())} of {int(batch.scored.sum())} in the whole batch)")
+    st.markdown(t("masks.open.predictions", n=b + 1, changed=int(changed[b].sum()), scored=int(batch.scored[b].sum()),
+                  all_changed=int(changed.sum()), all_scored=int(batch.scored.sum())))
     table = predictions_table(bundle.tokenizer, batch, open_, b)
-    st.dataframe(table.style.apply(lambda r: ["background-color: #FBE3C5" if r["changed"] else ""] * len(r), axis=1),
+    mark = t("masks.table.changed")
+    st.dataframe(table.style.apply(lambda r: ["background-color: #FBE3C5" if r[mark] else ""] * len(r), axis=1),
                  hide_index=True, width="content", row_height=35, height=35 * (len(table) + 1) + 3,
-                 column_config={"changed": st.column_config.TextColumn(width=96)})
+                 column_config={mark: st.column_config.TextColumn(width=96)})
     view.sync_url()
 
 
@@ -328,7 +304,7 @@ def main() -> None:
     text, targets_from, batch, error = batch_of(view, key, bundle)
     inputs_panel(view, bundle, text)
     if batch is None:
-        st.error(f"These inputs cannot form a batch: {literal(str(error))}", icon=":material/error:")
+        st.error(t("masks.no_batch", error=literal(str(error))), icon=":material/error:")
         finish(view, notes)
         return
     stem = f"{bundle.task.name}_masks"

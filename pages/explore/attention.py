@@ -28,17 +28,14 @@ from transformer.charts.compare import difference_heatmap
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.charts.export import chart_filename, figure_to_html, figure_to_image, image_export_available
 from transformer.network.tokenizers import TokenizerError
+from transformer.i18n import Texts, t
 
-KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",
-              "decoder_self": "Decoder self-attention"}
-KIND_HELP = {
-    "cross": display.DECODER_ROWS + " Columns: the source tokens.",
-    "encoder_self": "Rows and columns: the source tokens. Each source token gathers context from the others.",
-    "decoder_self": display.DECODER_ROWS + " Columns: the same tokens read. The causal mask hides later "
-                    "positions (grey ×), so every row only sees the prefix up to itself.",
-}
+KIND_NAMES = Texts({"cross": "charts.kind.cross", "encoder_self": "charts.kind.encoder_self",
+                    "decoder_self": "attention.kind.decoder_self"})
+KIND_HELP = Texts({"cross": "attention.help.cross", "encoder_self": "attention.help.encoder_self",
+                   "decoder_self": "attention.help.decoder_self"})  # what the rows and columns are
+DECODER_ROWS = ("cross", "decoder_self")  # kinds whose rows are the decoder's queries
 IMAGE_MIME = {"png": "image/png", "svg": "image/svg+xml"}
-INPUT_HELP = "Shared with the step-by-step decoding page: change it on either page."
 
 # Built figures are kept as shared objects in the decodes' byte-bounded cache, named by the decode they show
 # (`source`: model key, version, input) and the chart's own arguments: st.plotly_chart only reads them (it
@@ -47,11 +44,8 @@ INPUT_HELP = "Shared with the step-by-step decoding page: change it on either pa
 
 
 def intro() -> DeltaGenerator:
-    notes = header("All attention heads")
-    st.markdown(
-        "Every head of every layer, for the finished greedy decode of one input. Each row of a heatmap is one "
-        "query token; its weights over the key tokens (columns) sum to 1. Heads that learned something precise "
-        "light up a single cell per row; the statistics below find them for you.")
+    notes = header(t("app.page.attention"))
+    st.markdown(t("attention.intro"))
     st.latex(r"A^{(\ell,h)} = \operatorname{softmax}\!\Big(\frac{Q^{(\ell,h)} {K^{(\ell,h)}}^{\top}}"
              r"{\sqrt{d_k}} + M\Big)\qquad \bar A^{(\ell)} = \frac{1}{H}\sum_{h=1}^{H} A^{(\ell,h)}")
     return notes
@@ -60,9 +54,10 @@ def intro() -> DeltaGenerator:
 def show_outcome(task, text: str, result: DecodeResult) -> None:
     """The output, right or wrong against the task's answer (with the answer when wrong)."""
     output, answer = result.output_text, task.answer(text)
-    line = f"**Output:** {code(output)}" + ("" if result.finished else " (stopped at the length limit without `</s>`)")
+    line = t("attention.output", output=code(output)) + ("" if result.finished else t("attention.unfinished"))
     if answer is not None:
-        line += f" {verdict(output, answer)}" + ("" if output == answer else f" expected {code(answer)}")
+        line += f" {verdict(output, answer)}" + (
+            "" if output == answer else t("attention.expected", answer=code(answer)))
     st.markdown(line)
     warn_if_longer_than_trained(task, text)
 
@@ -80,10 +75,11 @@ def shown_head(view: View, amap: AttentionMap) -> tuple[int, int]:
     best_layer, best_head, _ = amap.best_aligned() or (0, 0, None)
     name = KIND_NAMES[amap.kind].lower()
     picked = {}
-    for prop, count, default in (("layer", amap.layers, best_layer), ("head", amap.heads, best_head)):
+    for prop, count, default, why in (("layer", amap.layers, best_layer, "attention.only_layers"),
+                                      ("head", amap.heads, best_head, "attention.only_heads")):
         value = view.get(prop)
         if value is not None and value > count:
-            view.refuse(prop, f"the {name} of this model has {count} {prop}(s)")
+            view.refuse(prop, t(why, kind=name, n=count))
             value = None
         picked[prop] = default if value is None else value - 1
     return picked["layer"], picked["head"]
@@ -93,7 +89,7 @@ def shown_cell(view: View, queries: int, keys: int) -> tuple[int, int] | None:
     """The clicked (query, key) cell, if any; one outside this heatmap is refused."""
     cell = view.get("cell")
     if cell is not None and (cell[0] >= queries or cell[1] >= keys):
-        view.refuse("cell", f"the heatmap has {queries} rows and {keys} columns (counted from 0)")
+        view.refuse("cell", t("attention.only_cells", rows=queries, cols=keys))
         return None
     return cell
 
@@ -106,23 +102,25 @@ def select_cell(view: View, chart_key: str, n_keys: int) -> None:
     view.set("cell", divmod(int(points[0]["point_index"]), n_keys) if points else None)
 
 
+PICKERS = {"layer": ("masks.layer", "attention.layer_n"), "head": ("masks.head", "attention.head_n")}  # label, option
+
+
 def head_picker(view: View, prop: str, count: int, shown: int, kind: str) -> None:
     """A layer or head selectbox (0-based options, 1-based labels and prop), one per kind of attention."""
-    label = prop.capitalize()
-    view.widget(prop, st.selectbox, label, range(count), slot=kind, to_widget=lambda _: shown,
-                from_widget=lambda i: i + 1, format_func=lambda i: f"{label} {i + 1}")
+    label, option = PICKERS[prop]
+    view.widget(prop, st.selectbox, t(label), range(count), slot=kind, to_widget=lambda _: shown,
+                from_widget=lambda i: i + 1, format_func=lambda i: t(option, n=i + 1))
 
 
 def _head_facts(stats: dict, layer: int, head: int) -> str:
     """This head's statistics in words, with its rank by alignment when the task has one."""
-    facts = [f"Entropy **{stats['entropy_bits'][layer, head]:.2f} bits**",
-             f"max weight **{stats['max_weight'][layer, head]:.2f}** (mean over queries)"]
+    facts = [t("attention.facts.entropy", bits=stats["entropy_bits"][layer, head]),
+             t("attention.facts.max_weight", weight=stats["max_weight"][layer, head])]
     if "alignment" in stats and not np.isnan(stats["alignment"][layer, head]):
         scores = stats["alignment"]
         rank = int((scores > scores[layer, head]).sum()) + 1
-        facts.append(f"**{scores[layer, head]:.0%}** of its weight on the expected source token "
-                     f"(rank {rank} of {scores.size} heads)")
-    return "; ".join(facts) + "."
+        facts.append(t("attention.facts.alignment", share=scores[layer, head], rank=rank, heads=scores.size))
+    return t("app.sentence", text=t("app.list_separator").join(facts))
 
 
 @st.fragment
@@ -143,22 +141,22 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
     off = Head(amap.kind, layer, head) in knocked
     with st.container(horizontal=True, gap="large"):
         fig = decodes.figure((*source, "head", amap.kind, layer, head, cell), lambda: charts.attention_heatmap(
-            weights, rows, cols, charts.attention_title(amap.kind, layer, head, extra="knocked out" if off else ""),
+            weights, rows, cols, charts.attention_title(amap.kind, layer, head,
+                                                        extra=t("attention.knocked_out") if off else ""),
             mask=amap.mask, clickable=True, highlight=cell, written=amap.written))
         display.show_figure(fig, stem, key=chart_key, on_select=lambda: select_cell(view, chart_key, len(cols)),
                             selection_mode="points", width="content")
         with st.container(width="stretch"):
-            st.markdown(f"**Layer {layer + 1}, head {head + 1}.** " + _head_facts(amap.stats(), layer, head))
+            st.markdown(t("attention.head_heading", layer=layer + 1, head=head + 1)
+                        + _head_facts(amap.stats(), layer, head))
             if off:
-                st.warning("This head is knocked out: it still computes these weights, but its output does not "
-                           "reach the rest of the model.", icon=":material/block:")
+                st.warning(t("attention.off"), icon=":material/block:")
             if cell:
                 query, key = cell
-                weight = float(weights[query, key])
-                st.markdown(f"Query {code(_plain(rows[query]))} gives key {code(_plain(cols[key]))} weight "
-                            f"**{weight:.3f}** ({weight:.0%} of its attention).")
+                st.markdown(t("attention.cell", query=code(_plain(rows[query])), key=code(_plain(cols[key])),
+                              weight=float(weights[query, key])))
             else:
-                st.caption("Click a cell to read its query, key and weight.")
+                st.caption(t("attention.click"))
             display.csv_download(weights, rows, cols, stem, key=f"csv_{stem}")
             code_link("attention", text=source[2], kind=amap.kind, layer=layer, head=head)
     if knocked:
@@ -166,16 +164,14 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
     mean = amap.head_average(layer)
     mean_stem = f"{chart_filename(task_name, amap.kind, layer)}_mean"
     with st.container(horizontal=True, gap="large"):
-        title = charts.attention_title(amap.kind, layer, extra=f"mean of {amap.heads} heads")
+        title = charts.attention_title(amap.kind, layer, extra=t("attention.mean_of", n=amap.heads))
         fig = decodes.figure((*source, "mean", amap.kind, layer),
                              lambda: charts.attention_heatmap(mean, rows, cols, title, mask=amap.mask,
                                                               written=amap.written))
         display.show_figure(fig, mean_stem,
                             key=f"attention_mean_{mean_stem}", width="content")
         with st.container(width="stretch"):
-            st.markdown(f"**The head average of layer {layer + 1}:** what the layer as a whole attends to. "
-                        "Sharp heads that look at different places blur into a soft average; heads that "
-                        "agree keep it sharp.")
+            st.markdown(t("attention.mean_text", layer=layer + 1))
             display.csv_download(mean, rows, cols, mean_stem, key=f"csv_{mean_stem}")
             code_link("multi_head", text=source[2], kind=amap.kind, layer=layer, head=head)
     view.sync_url()
@@ -187,49 +183,49 @@ def change_from_intact(amap: AttentionMap, layer: int, head: int, source: tuple,
     key, version, text, _, _ = source
     intact = decodes.maps(key, version, text)[amap.kind]
     if intact.weights.shape != amap.weights.shape:
-        st.caption(f"The intact model wrote {intact.weights.shape[2]} decoder positions here and the ablated one "
-                   f"{amap.weights.shape[2]}: there is no cell-by-cell change to show.")
+        st.caption(t("attention.change.shapes", intact=intact.weights.shape[2], ablated=amap.weights.shape[2]))
         return
     rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
     change = amap.weights[layer, head] - intact.weights[layer, head]
-    title = f"{charts.KIND_TITLES[amap.kind]} · L{layer + 1} H{head + 1} · change from the intact model"
+    title = t("attention.change.title", kind=charts.KIND_TITLES[amap.kind], layer=layer + 1, head=head + 1)
     with st.container(horizontal=True, gap="large"):
         fig = decodes.figure((*source, "change", amap.kind, layer, head), lambda: difference_heatmap(
             amap.weights[layer, head], intact.weights[layer, head], rows, cols, title, mask=amap.mask))
         display.show_figure(fig, f"{stem}_change", key=f"attention_change_{stem}", width="content")
         with st.container(width="stretch"):
-            st.markdown(f"**What the knockout changed in this head:** the ablated model's weights minus the intact "
-                        f"model's (red: it attends more now; blue: less). Largest change: "
-                        f"**{float(np.abs(change).max()):.3f}**.")
+            st.markdown(t("attention.change.text", largest=float(np.abs(change).max())))
             display.csv_download(change, rows, cols, f"{stem}_change", key=f"csv_{stem}_change")
 
 
 # ---------------------------------------------------------------------------------------------- all heads
 
 
-def grid_downloads(fig, stem: str, images: bool) -> None:
-    """The grid as one PNG/SVG image (when `images`), rendered on the server only when its button is clicked
-    (deferred data), and always as a standalone HTML file."""
+def grid_downloads(fig, build, stem: str, images: bool) -> None:
+    """The grid as one PNG/SVG image (when `images`; `build()` makes it again in the language the server draws
+    images in), rendered on the server only when its button is clicked (deferred data), and always as a
+    standalone HTML file (the reader's browser draws it)."""
     for fmt in IMAGE_MIME if images else ():
-        st.download_button(f"Download all heads as {fmt.upper()}", data=lambda fmt=fmt: figure_to_image(fig, fmt),
+        st.download_button(t("attention.grid.download", fmt=fmt.upper()),
+                           data=lambda fmt=fmt: figure_to_image(display.for_export(build), fmt),
                            file_name=f"{stem}.{fmt}", mime=IMAGE_MIME[fmt], key=f"grid_{fmt}_{stem}",
                            on_click="ignore", icon=":material/image:")
-    st.download_button("Download all heads as HTML", data=lambda: figure_to_html(fig), file_name=f"{stem}.html",
-                       mime="text/html", key=f"grid_html_{stem}", on_click="ignore", icon=":material/code:")
+    st.download_button(t("attention.grid.download", fmt="HTML"), data=lambda: figure_to_html(fig),
+                       file_name=f"{stem}.html", mime="text/html", key=f"grid_html_{stem}", on_click="ignore",
+                       icon=":material/code:")
 
 
 def all_heads(amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[Head, ...]) -> None:
     rows, cols = charts.token_labels(amap.query_pieces), charts.token_labels(amap.key_pieces)
     stem = f"{chart_filename(task_name, amap.kind)}_all-heads"
     off = [f"L{h.layer + 1} H{h.head + 1}" for h in knocked if h.kind == amap.kind]
-    title = f"{charts.KIND_TITLES[amap.kind]} · all {amap.layers} layers × {amap.heads} heads" + (
-        f" · knocked out: {', '.join(off)}" if off else "")
-    fig = decodes.figure((*source, "grid", amap.kind),
-                         lambda: charts.head_grid(amap.blanked(), rows, cols, amap.kind, title=title,
-                                                  written=amap.written))
-    st.caption("Layers down, heads across: each tile is one head, with the rows and columns of the large "
-               "heatmap above" + (" (masked cells left blank)" if amap.mask is not None else "") +
-               ". Hover a cell to read its query, key and weight.")
+
+    def build():
+        title = t("charts.all_heads", kind=charts.KIND_TITLES[amap.kind], layers=amap.layers, heads=amap.heads)
+        title += t("attention.grid.off", heads=", ".join(off)) if off else ""
+        return charts.head_grid(amap.blanked(), rows, cols, amap.kind, title=title, written=amap.written)
+
+    fig = decodes.figure((*source, "grid", amap.kind), build)
+    st.caption(t("attention.grid.caption_masked" if amap.mask is not None else "attention.grid.caption"))
     display.show_figure(fig, stem, key=f"attention_grid_{amap.kind}", width="content")
     layers, heads, queries, keys = amap.weights.shape
     images, reason = image_export_available()
@@ -237,22 +233,26 @@ def all_heads(amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[
     with st.container(horizontal=True):
         display.csv_download(tiled, [f"L{i + 1} · {r}" for i in range(layers) for r in rows],
                              [f"H{h + 1} · {c}" for h in range(heads) for c in cols], stem, key=f"csv_{stem}")
-        grid_downloads(fig, stem, images)
+        grid_downloads(fig, build, stem, images)
     code_link("multi_head", text=source[2], kind=amap.kind)
     if not images:
-        st.info(f"PNG/SVG of the whole grid needs a Chromium on the server, and {reason}. The HTML file opens "
-                "offline in any browser, and its camera button saves a PNG.")
+        st.info(t("attention.grid.no_images", reason=reason))
+    elif (note := display.export_note()) is not None:
+        st.caption(note)
 
 
 # ---------------------------------------------------------------------------------------------- statistics
 
 
+STAT_COLUMNS = Texts({"entropy_bits": "attention.stats.entropy", "max_weight": "attention.stats.max_weight",
+                      "alignment": "attention.stats.alignment"})  # the statistics table's columns
+
+
 def stats_table(stats: dict) -> pd.DataFrame:
     layers, heads = stats["entropy_bits"].shape
-    frame = pd.DataFrame({"Layer": [i + 1 for i in range(layers) for _ in range(heads)],
-                          "Head": [h + 1 for _ in range(layers) for h in range(heads)]})
-    names = {"entropy_bits": "Entropy (bits)", "max_weight": "Max weight", "alignment": "Alignment"}
-    for name, column in names.items():
+    frame = pd.DataFrame({t("masks.layer"): [i + 1 for i in range(layers) for _ in range(heads)],
+                          t("masks.head"): [h + 1 for _ in range(layers) for h in range(heads)]})
+    for name, column in STAT_COLUMNS.items():
         if name in stats:
             frame[column] = stats[name].ravel()
     return frame
@@ -261,25 +261,24 @@ def stats_table(stats: dict) -> pd.DataFrame:
 def head_statistics(amap: AttentionMap, task_name: str, source: tuple) -> None:
     stats = amap.stats()
     if amap.kind == "cross" and "alignment" not in stats:
-        st.caption("This task has no fixed source position for each output token, so heads are compared by "
-                   "entropy and maximum weight only.")
+        st.caption(t("attention.stats.no_alignment"))
     elif amap.kind != "cross":
-        st.caption("The alignment score is defined for cross-attention: switch to it to see which head "
-                   "learned the task.")
+        st.caption(t("attention.stats.cross_only"))
     stem = f"{chart_filename(task_name, amap.kind)}_head-stats"
-    title = f"{charts.KIND_TITLES[amap.kind]} · per-head statistics"
+    title = t("attention.stats.title", kind=charts.KIND_TITLES[amap.kind])
     fig = decodes.figure((*source, "stats", amap.kind), lambda: charts.head_stats_heatmap(stats, title))
     display.show_figure(fig, stem, key=f"attention_stats_{amap.kind}",
                         width="content")
     table = stats_table(stats)
     st.dataframe(table, hide_index=True, key=f"attention_table_{amap.kind}", column_config={
-        "Entropy (bits)": st.column_config.NumberColumn(format="%.2f", help="0 = every query looks at one key"),
-        "Max weight": st.column_config.ProgressColumn(format="%.2f", min_value=0, max_value=1,
-                                                      help="Mean over queries of the largest weight"),
-        "Alignment": st.column_config.ProgressColumn(format="%.2f", min_value=0, max_value=1,
-                                                     help="Mean weight on the expected source token"),
+        STAT_COLUMNS["entropy_bits"]: st.column_config.NumberColumn(format="%.2f",
+                                                                    help=t("attention.stats.entropy_help")),
+        STAT_COLUMNS["max_weight"]: st.column_config.ProgressColumn(format="%.2f", min_value=0, max_value=1,
+                                                                    help=t("attention.stats.max_weight_help")),
+        STAT_COLUMNS["alignment"]: st.column_config.ProgressColumn(format="%.2f", min_value=0, max_value=1,
+                                                                   help=t("attention.stats.alignment_help")),
     })
-    st.caption("Click a column header to sort. Low entropy and a high maximum weight mean a focused head.")
+    st.caption(t("attention.stats.caption"))
 
 
 def switch_kind(view: View, kind: str) -> None:
@@ -299,21 +298,20 @@ def switch_kind(view: View, kind: str) -> None:
 def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple, knocked: tuple[Head, ...]) -> None:
     """The kind picker, then one head, all heads and the statistics of that kind; `source` (model key,
     version, input, heads knocked out and how) names the decode the charts are built from."""
-    kind = view.widget("kind", st.segmented_control, "Attention kind", KINDS, format_func=KIND_NAMES.get,
+    kind = view.widget("kind", st.segmented_control, t("attention.kind_label"), KINDS, format_func=KIND_NAMES.get,
                        required=True, from_widget=lambda new: switch_kind(view, new))
     amap = maps[kind]
-    st.caption(KIND_HELP[kind] + (f" *{task.title}:* {task.description}" if kind == "cross" else ""))
+    st.caption((display.decoder_rows() + " " if kind in DECODER_ROWS else "") + KIND_HELP[kind]
+               + (t("attention.task", title=task.title, description=task.description) if kind == "cross" else ""))
     best = amap.best_aligned()
     if best is not None:
         layer, head, score = best
-        st.success(f"**Layer {layer + 1}, head {head + 1}** puts **{score:.0%}** of its weight on the expected "
-                   "source token (averaged over the output positions): the head that learned the task. It is "
-                   "picked below; the statistics at the end compare every head.", icon=":material/target:")
-    st.subheader("One head", divider="gray")
+        st.success(t("attention.best", layer=layer + 1, head=head + 1, share=score), icon=":material/target:")
+    st.subheader(t("attention.one_head"), divider="gray")
     one_head(view, amap, task.name, source, knocked)
-    st.subheader(f"All heads: {amap.layers} layers × {amap.heads} heads", divider="gray")
+    st.subheader(t("attention.all_heads", layers=amap.layers, heads=amap.heads), divider="gray")
     all_heads(amap, task.name, source, knocked)
-    st.subheader("Per-head statistics", divider="gray")
+    st.subheader(t("attention.statistics"), divider="gray")
     head_statistics(amap, task.name, source)
     view.sync_url()
 
@@ -326,21 +324,19 @@ def head_importance(view: View, key: str, version: int, task_name: str) -> None:
     """Each head knocked out alone on held-out inputs (what it costs in exact match), and heads removed one
     after another, most important first; measured on a click (a few seconds), then kept for every session."""
     mode = view.get("knock_mode")
-    st.markdown("Does the model *need* a head? Knock each one out alone and measure greedy exact match on "
-                f"fresh held-out inputs (its output replaced by {knockout.MODE_NAMES[mode]}, as chosen above). "
-                "A head that lights up neatly may still be redundant, and a blurry one essential.")
+    st.markdown(t("attention.importance.text", mode=knockout.MODE_NAMES[mode]))
     with st.container(horizontal=True, vertical_alignment="bottom"):
-        view.widget("samples", st.number_input, "Held-out inputs", min_value=20, max_value=2000, step=50,
-                    width=160)
-        measure = st.button("Measure head importance", icon=":material/science:", key="attention_measure")
+        view.widget("samples", st.number_input, t("attention.importance.samples"), min_value=20, max_value=2000,
+                    step=50, width=160)
+        measure = st.button(t("attention.importance.measure"), icon=":material/science:", key="attention_measure")
     samples = view.get("samples")
     wanted = (key, version, samples, mode)
     if measure:
-        with st.spinner(f"Knocking out every head on {samples} inputs…"):
+        with st.spinner(t("attention.importance.running", n=samples)):
             decodes.importance(*wanted)
         st.session_state["attention_importance"] = wanted
     if st.session_state.get("attention_importance") != wanted:
-        st.caption("Press the button to measure (about a second per 100 inputs for a small model).")
+        st.caption(t("attention.importance.press"))
         view.sync_url()
         return
     result = decodes.importance(*wanted)
@@ -350,20 +346,20 @@ def head_importance(view: View, key: str, version: int, task_name: str) -> None:
     for row in result["heads"]:
         drops[row["kind"]][row["layer"], row["head"]] = row["drop"]
     stem = f"{task_name}_head-importance_{mode}"
-    title = (f"Exact match lost with each head knocked out alone · intact {result['baseline']:.1%} on "
-             f"{samples} held-out inputs")
+    title = t("attention.importance.title", baseline=result["baseline"], n=samples)
     fig = decodes.figure((key, version, "importance", samples, mode), lambda: charts.importance_heatmap(drops, title))
     display.show_figure(fig, stem, key="attention_importance_map", width="content")
     worst = max(result["heads"], key=lambda h: h["drop"])
     name = knockout.head_name(Head(worst["kind"], worst["layer"], worst["head"]))
-    st.markdown(f"The most important single head is **{name}**: without it exact match falls from "
-                f"{result['baseline']:.1%} to {worst['exact_match']:.1%}.")
+    st.markdown(t("attention.importance.worst", name=name, baseline=result["baseline"], without=worst["exact_match"]))
     curve = decodes.figure((key, version, "removal", samples, mode), lambda: charts.removal_curve(
-        result["removal"], "Exact match as heads are removed, most important first"))
+        result["removal"], t("attention.importance.curve_title")))
     with st.container(horizontal=True, gap="large"):
         display.show_figure(curve, f"{stem}_removal", key="attention_removal_curve", width="content")
-        table = pd.DataFrame([{"Kind": charts.KIND_TITLES[h["kind"]], "Layer": h["layer"] + 1, "Head": h["head"] + 1,
-                               "Exact match": h["exact_match"], "Drop": h["drop"]} for h in result["heads"]])
+        table = pd.DataFrame([{t("attention.importance.kind"): charts.KIND_TITLES[h["kind"]],
+                               t("masks.layer"): h["layer"] + 1, t("masks.head"): h["head"] + 1,
+                               t("errors.exact_match"): h["exact_match"], t("attention.importance.drop"): h["drop"]}
+                              for h in result["heads"]])
         display.table_download(table, stem, key="attention_importance_csv")
     view.sync_url()
 
@@ -377,14 +373,13 @@ def main() -> None:
     key, bundle = require_model()
     version = registry.version(key)
     readable_link_input(view, key, bundle)
-    text = input_picker(view, bundle, help_text=INPUT_HELP)
+    text = input_picker(view, bundle, help_text=t("attention.input_help"))
     knocked, mode = knockout.picked(view, bundle.model)
     try:
         result = decodes.greedy(key, version, text, knocked=knocked, mode=mode)
         maps = decodes.maps(key, version, text, knocked, mode)
     except (TokenizerError, DecodeError) as exc:
-        st.error(f"{literal(bundle.name)} cannot decode this input: {literal(str(exc))}. Type another one or pick an "
-                 "example above.")
+        st.error(t("attention.cannot_decode", name=literal(bundle.name), error=literal(str(exc))))
         finish(view, notes)
         return
     if knocked:
@@ -394,7 +389,7 @@ def main() -> None:
     else:
         show_outcome(bundle.task, text, result)
     explore(view, maps, bundle.task, (key, version, text, knocked, mode), knocked)
-    st.subheader("Head importance", divider="gray")
+    st.subheader(t("attention.importance.header"), divider="gray")
     head_importance(view, key, version, bundle.task.name)
     finish(view, notes)
 

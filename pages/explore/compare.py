@@ -19,7 +19,7 @@ from ui.runs_table import shape_text
 from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.compare import COMPARE
-from ui.widgets import NO_MODEL, finish, header, input_picker, verdict
+from ui.widgets import finish, header, input_picker, no_model, verdict
 from transformer import charts
 from transformer.analysis.attention_maps import AttentionMap
 from transformer.network.budget import BudgetError, evaluation_estimate
@@ -29,11 +29,12 @@ from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.analysis.evaluation import evaluate_pairs
 from transformer.charts.export import chart_filename
 from transformer.network.tokenizers import TokenizerError
+from transformer.i18n import Texts, t
 
 SIDES = ("A", "B")
-KIND_NAMES = {"cross": "Cross-attention", "encoder_self": "Encoder self-attention",
-              "decoder_self": "Decoder self-attention"}
-INPUT_HELP = "Both models decode this input (examples from model A's task)."
+KIND_NAMES = Texts({"cross": "charts.kind.cross", "encoder_self": "charts.kind.encoder_self",
+                    "decoder_self": "attention.kind.decoder_self"})
+PICKERS = {"layer": ("masks.layer", "attention.layer_n"), "head": ("masks.head", "attention.head_n")}  # label, option
 
 
 class Side:
@@ -62,12 +63,8 @@ class Side:
 
 
 def intro() -> DeltaGenerator:
-    notes = header("Compare two models")
-    st.markdown(
-        "What changed between two models? Pick any two: pretrained, trained here, uploaded, or two snapshots of "
-        "one training run (keep them with **Keep weights** on the Train page). Both decode the same input; their "
-        "attention is shown for the same kind, layer and head on one colour scale, with the difference "
-        "where the two heatmaps have the same shape.")
+    notes = header(t("app.page.compare"))
+    st.markdown(t("compare.intro"))
     return notes
 
 
@@ -97,11 +94,13 @@ def pick_models(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[st
     keys = list(entries)
     left, right, button = st.columns([4, 4, 1.7], vertical_alignment="bottom")
     with left:
-        view.widget("a", st.selectbox, "Model A", keys, format_func=lambda k: entries[k].label, to_widget=lambda _: a)
+        view.widget("a", st.selectbox, t("compare.model_a"), keys, format_func=lambda k: entries[k].label,
+                    to_widget=lambda _: a)
     with right:
-        view.widget("b", st.selectbox, "Model B", keys, format_func=lambda k: entries[k].label, to_widget=lambda _: b)
-    button.button("Swap", key="compare_swap", icon=":material/swap_horiz:", on_click=swap, args=(view,),
-                  width="stretch", help="Make A model B and B model A.")
+        view.widget("b", st.selectbox, t("compare.model_b"), keys, format_func=lambda k: entries[k].label,
+                    to_widget=lambda _: b)
+    button.button(t("compare.swap"), key="compare_swap", icon=":material/swap_horiz:", on_click=swap, args=(view,),
+                  width="stretch", help=t("compare.swap_help"))
     return a, b
 
 
@@ -112,15 +111,15 @@ def outputs(sides: list[Side], text: str) -> None:
     for side, col in zip(sides, st.columns(2, gap="large"), strict=True):
         with col:
             if side.error is not None:
-                st.error(literal(f"{side.name} cannot decode this input: {side.error}."), icon=":material/block:")
+                st.error(literal(t("compare.cannot_decode", name=side.name, error=side.error)), icon=":material/block:")
                 continue
             answer = side.bundle.task.answer(text)
-            line = f"**{literal(side.name)}** wrote {display.output(side.result.output_text)}"
+            line = t("compare.wrote", name=literal(side.name), output=display.output(side.result.output_text))
             if not side.result.finished:
-                line += " (stopped at the length limit)"
+                line += t("compare.stopped")
             if answer is not None:
                 line += f" {verdict(side.result.output_text, answer)}"
-                line += "" if side.result.output_text == answer else f" expected {code(answer)}"
+                line += "" if side.result.output_text == answer else t("attention.expected", answer=code(answer))
             st.markdown(line)
 
 
@@ -129,15 +128,15 @@ def shown_step(view: View, sides: list[Side]) -> int:
     longest = max(len(s.result.steps) for s in sides if s.result is not None)
     step = view.get("step")
     if step > longest:
-        view.refuse("step", f"the longer decode has {longest} steps")
+        view.refuse("step", t("compare.only_steps", n=longest))
         step = 1
     return step - 1
 
 
-def topk_figure(side: Side, t: int):
-    step = side.result.steps[t]
+def topk_figure(side: Side, index: int):
+    step = side.result.steps[index]
     return charts.topk_bar([c.piece for c in step.topk], [c.prob for c in step.topk], chosen=step.piece,
-                           title=f"{side.letter} · step {t + 1} · top {len(step.topk)}")
+                           title=t("compare.topk_title", side=side.letter, step=index + 1, k=len(step.topk)))
 
 
 @st.fragment
@@ -145,20 +144,20 @@ def topk(view: View, sides: list[Side]) -> None:
     """Each model's top-k next tokens at the same decoding step."""
     decoded = [s for s in sides if s.result is not None]
     longest = max(len(s.result.steps) for s in decoded)
-    t = shown_step(view, sides)
+    index = shown_step(view, sides)
     if longest > 1:
-        view.widget("step", st.slider, "Decoding step", min_value=1, max_value=longest, to_widget=lambda _: t + 1,
-                    help="The top-k of both models at this step; each step shown is its own greedy decode's.")
+        view.widget("step", st.slider, t("compare.step"), min_value=1, max_value=longest,
+                    to_widget=lambda _: index + 1, help=t("compare.step_help"))
     for side, col in zip(sides, st.columns(2, gap="large"), strict=True):
         with col:
             if side.result is None:
                 continue
-            if t >= len(side.result.steps):
-                st.info(f"{side.name} ended after {len(side.result.steps)} steps.", icon=":material/info:")
+            if index >= len(side.result.steps):
+                st.info(t("compare.ended", name=side.name, n=len(side.result.steps)), icon=":material/info:")
                 continue
-            fig = decodes.figure((side.key, side.version, view.get("input"), "compare_topk", side.letter, t),
-                                 lambda side=side: topk_figure(side, t))
-            display.show_figure(fig, f"{side.bundle.task.name}_{side.letter}_topk_step{t + 1:02d}",
+            fig = decodes.figure((side.key, side.version, view.get("input"), "compare_topk", side.letter, index),
+                                 lambda side=side: topk_figure(side, index))
+            display.show_figure(fig, f"{side.bundle.task.name}_{side.letter}_topk_step{index + 1:02d}",
                                 key=f"compare_topk_{side.letter}")
     view.sync_url()
 
@@ -171,11 +170,11 @@ def shown_head(view: View, maps: list[AttentionMap]) -> tuple[int, int]:
     or head neither model has is refused."""
     best_layer, best_head, _ = maps[0].best_aligned() or (0, 0, None)
     picked = {}
-    for prop, count, default in (("layer", max(m.layers for m in maps), best_layer),
-                                 ("head", max(m.heads for m in maps), best_head)):
+    for prop, count, default, why in (("layer", max(m.layers for m in maps), best_layer, "compare.only_layers"),
+                                      ("head", max(m.heads for m in maps), best_head, "compare.only_heads")):
         value = view.get(prop)
         if value is not None and value > count:
-            view.refuse(prop, f"neither model has more than {count} {prop}(s) of {KIND_NAMES[maps[0].kind].lower()}")
+            view.refuse(prop, t(why, n=count, kind=KIND_NAMES[maps[0].kind].lower()))
             value = None
         picked[prop] = default if value is None else value - 1
     return picked["layer"], picked["head"]
@@ -192,12 +191,10 @@ def mismatch(sides: list[Side], heads: list[tuple | None], layer: int, head: int
     """Why there is no difference map (None when there is one)."""
     for side, shown in zip(sides, heads, strict=True):
         if shown is None:
-            return f"{side.name} has no layer {layer + 1}, head {head + 1} of this kind"
+            return t("compare.no_head", name=side.name, layer=layer + 1, head=head + 1)
     (wa, *_), (wb, *_) = heads
     if wa.shape != wb.shape:
-        return (f"the heatmaps have different shapes ({wa.shape[0]}×{wa.shape[1]} and {wb.shape[0]}×{wb.shape[1]} "
-                "queries × keys): the outputs or the tokenized inputs differ in length, so cell by cell "
-                "differences would compare different tokens")
+        return t("compare.shapes", a=f"{wa.shape[0]}×{wa.shape[1]}", b=f"{wb.shape[0]}×{wb.shape[1]}")
     return None
 
 
@@ -210,7 +207,7 @@ def show(fig, matrix, rows: list[str], cols: list[str], filename: str, key: str)
 @st.fragment
 def attention(view: View, sides: list[Side], task_name: str) -> None:
     """Kind, layer and head pickers; both models' heads side by side, then A − B where the shapes match."""
-    kind = view.widget("kind", st.segmented_control, "Attention kind", KINDS, format_func=KIND_NAMES.get,
+    kind = view.widget("kind", st.segmented_control, t("attention.kind_label"), KINDS, format_func=KIND_NAMES.get,
                        required=True)
     maps = [s.maps[kind] for s in sides]
     layer, head = shown_head(view, maps)
@@ -218,45 +215,43 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
     for prop, count, value, col in (("layer", max(m.layers for m in maps), layer, pick_layer),
                                     ("head", max(m.heads for m in maps), head, pick_head)):
         with col:
-            label = prop.capitalize()
-            view.widget(prop, st.selectbox, label, range(count), to_widget=lambda _, v=value: v,
-                        from_widget=lambda i: i + 1, format_func=lambda i, lab=label: f"{lab} {i + 1}")
+            label, option = PICKERS[prop]
+            view.widget(prop, st.selectbox, t(label), range(count), to_widget=lambda _, v=value: v,
+                        from_widget=lambda i: i + 1, format_func=lambda i, key=option: t(key, n=i + 1))
     heads = [head_of(m, layer, head) for m in maps]
     stem = chart_filename(task_name, kind, layer, head)
     versions = tuple((s.key, s.version) for s in sides)
     for side, shown in zip(sides, heads, strict=True):
         if shown is None:
             amap = side.maps[kind]
-            st.info(f"{side.name} has {amap.layers} layer(s) × {amap.heads} head(s) of this kind: no layer "
-                    f"{layer + 1}, head {head + 1}.", icon=":material/info:")
+            st.info(t("compare.has", name=side.name, layers=amap.layers, heads=amap.heads, layer=layer + 1,
+                      head=head + 1), icon=":material/info:")
     fig = decodes.figure((*versions, view.get("input"), "compare_pair", kind, layer, head), lambda: pair_heatmaps(
         [None if h is None else (*h, s.maps[kind].mask) for s, h in zip(sides, heads, strict=True)],
-        [s.name for s in sides], charts.attention_title(kind, layer, head, extra="A and B")))
+        [s.name for s in sides], charts.attention_title(kind, layer, head, extra=t("compare.a_and_b"))))
     display.show_figure(fig, f"{stem}_A-and-B", key="compare_pair")
     with st.container(horizontal=True):
         for side, shown in zip(sides, heads, strict=True):
             if shown is not None:
                 display.csv_download(shown[0], shown[1], shown[2], f"{stem}_{side.letter}",
-                                     key=f"csv-compare_{side.letter}", label=f"{side.letter}: numbers (CSV)")
-    st.caption("Both heads on one fixed 0..1 colour scale: one colour means one weight in either." +
-               ("" if kind == "encoder_self" else " " + display.DECODER_ROWS))
+                                     key=f"csv-compare_{side.letter}", label=t("compare.csv", side=side.letter))
+    st.caption(t("compare.scale") + ("" if kind == "encoder_self" else " " + display.decoder_rows()))
+    st.markdown(t("compare.differ"))
     code_link("attention", kind=kind, layer=layer, head=head)
-    st.markdown("**Where they differ (A − B)**")
     why = mismatch(sides, heads, layer, head)
     if why is not None:
-        st.info(f"No difference map: {why}.", icon=":material/info:")
+        st.info(t("compare.no_difference", why=why), icon=":material/info:")
     else:
         (wa, rows, cols), (wb, rows_b, cols_b) = heads
         if rows != rows_b or cols != cols_b:
-            st.warning("The heatmaps have the same shape but not the same tokens: each cell compares different "
-                       "tokens of the two decodes.", icon=":material/warning:")
+            st.warning(t("compare.other_tokens"), icon=":material/warning:")
         diff = wa - wb
         title = charts.attention_title(kind, layer, head, extra="A − B")
         mask = sides[0].maps[kind].mask
         fig = decodes.figure((*versions, view.get("input"), "compare_diff", kind, layer, head), lambda: display.fit(
             difference_heatmap(wa, wb, rows, cols, title, mask=mask), 2 * display.HALF_WIDTH))
         show(fig, diff, rows, cols, f"{stem}_A-minus-B", "compare_diff")
-        st.caption(f"Red: A attends more; blue: B does. Largest difference {abs(diff).max():.3f}.")
+        st.caption(t("compare.difference", largest=abs(diff).max()))
     view.sync_url()
 
 
@@ -281,23 +276,25 @@ def held_out(side: Side, samples: int, seed: int) -> dict | str:
         return decodes.memo("compare_score", _score, side.key, side.version, task_signature(side.bundle),
                             samples, seed)
     except (BudgetError, ValueError) as exc:
-        return f"cannot evaluate: {exc}"
+        return t("compare.cannot_evaluate", error=exc)
 
 
 def facts(side: Side, score: dict | str) -> dict:
     cfg, card = side.bundle.config, side.bundle.card
     fresh = isinstance(score, dict)
     return {
-        "Model": side.bundle.name, "Origin": registry.entries()[side.key].origin,
-        "Task": side.bundle.task.title,
-        "Shape": shape_text(cfg.to_dict()),
-        "Parameters": f"{side.bundle.model.num_parameters():,}",
-        "Training steps": f"{card['steps']:,}" if card.get("steps") is not None else "–",
-        "Training time": f"{card['seconds']:.1f} s" if card.get("seconds") is not None else "–",
-        "Exact match (fresh inputs)": f"{score['exact_match']:.1%}" if fresh else score,
-        "Token accuracy (fresh inputs)": f"{score['token_accuracy']:.1%}" if fresh else "–",
-        "Loss (fresh inputs)": f"{score['loss']:.4f}" if fresh else "–",
-        "Exact match (model card)": f"{card['exact_match']:.1%}" if card.get("exact_match") is not None else "–",
+        t("compare.facts.model"): side.bundle.name,
+        t("compare.facts.origin"): registry.ORIGINS_SAID[registry.entries()[side.key].origin],
+        t("compare.facts.task"): side.bundle.task.title,
+        t("compare.facts.shape"): shape_text(cfg.to_dict()),
+        t("compare.facts.parameters"): f"{side.bundle.model.num_parameters():,}",
+        t("compare.facts.steps"): f"{card['steps']:,}" if card.get("steps") is not None else "–",
+        t("compare.facts.time"): t("compare.facts.seconds", s=card["seconds"]) if card.get("seconds") is not None
+        else "–",
+        t("compare.facts.exact_match"): f"{score['exact_match']:.1%}" if fresh else score,
+        t("compare.facts.token_accuracy"): f"{score['token_accuracy']:.1%}" if fresh else "–",
+        t("compare.facts.loss"): f"{score['loss']:.4f}" if fresh else "–",
+        t("compare.facts.card"): f"{card['exact_match']:.1%}" if card.get("exact_match") is not None else "–",
     }
 
 
@@ -305,22 +302,20 @@ def facts(side: Side, score: dict | str) -> dict:
 def scores(view: View, sides: list[Side]) -> None:
     """Held-out exact match of both on the same fresh inputs, with size and training."""
     with st.container(horizontal=True, vertical_alignment="bottom"):
-        samples = view.widget("samples", st.number_input, "Held-out inputs", min_value=20, max_value=2000, step=100,
-                              width=170)
-        seed = view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1, width=170,
-                           help="Another seed draws other held-out inputs.")
+        samples = view.widget("samples", st.number_input, t("attention.importance.samples"), min_value=20,
+                              max_value=2000, step=100, width=170)
+        seed = view.widget("seed", st.number_input, t("errors.seed"), min_value=0, max_value=2**31 - 1, step=1,
+                           width=170, help=t("compare.seed_help"))
     same = task_signature(sides[0].bundle) == task_signature(sides[1].bundle)
     results = [held_out(s, int(samples), int(seed)) for s in sides]
-    st.caption(f"Both models decode the **same** {samples:,} held-out inputs (seed {seed}), never trained on."
-               if same else f"The two models learned different tasks (or task settings): each is scored on "
-               f"{samples:,} held-out inputs of its own task (seed {seed}).")
+    st.caption(t("compare.same_inputs" if same else "compare.own_inputs", n=samples, seed=seed))
     table = pd.DataFrame({s.name: facts(s, r) for s, r in zip(sides, results, strict=True)})
     st.dataframe(table, key="compare_facts", height=35 * (len(table) + 1) + 3, column_config={
         s.name: st.column_config.TextColumn(s.name, width="medium") for s in sides})
     values = [r["exact_match"] if isinstance(r, dict) else None for r in results]
     fig = decodes.figure((*(s.key for s in sides), *(s.version for s in sides), "compare_scores", samples, seed),
                          lambda: score_bars([s.name for s in sides], values,
-                                            f"Held-out exact match · {samples:,} inputs · seed {seed}"))
+                                            t("compare.scores_title", n=samples, seed=seed)))
     display.show_figure(fig, f"compare_exact-match_{samples}_seed{seed}", key="compare_scores", width=560)
     display.table_download(table, "compare_models", key="compare_facts_csv", index=True)
     view.sync_url()
@@ -349,10 +344,12 @@ def settings_diff(a: ModelBundle, b: ModelBundle) -> pd.DataFrame:
 def settings(sides: list[Side]) -> None:
     diff = settings_diff(sides[0].bundle, sides[1].bundle)
     count = int(diff["Differs"].sum())
-    st.markdown(f"**{count}** of {len(diff)} settings differ" + (":" if count else " (the same recipe)."))
+    st.markdown(t("compare.settings.count", n=count, total=len(diff)) if count
+                else t("compare.settings.same", total=len(diff)))
     st.dataframe(diff, hide_index=True, key="compare_settings", column_config={
-        "Differs": st.column_config.CheckboxColumn("Differs", width="small")})
-    display.table_download(diff, "compare_settings", key="compare_settings_csv", label="Settings (CSV)")
+        "Setting": st.column_config.TextColumn(t("compare.settings.setting")),
+        "Differs": st.column_config.CheckboxColumn(t("compare.settings.differs"), width="small")})
+    display.table_download(diff, "compare_settings", key="compare_settings_csv", label=t("compare.settings.csv"))
 
 
 # ------------------------------------------------------------------------------------------------ page
@@ -363,33 +360,33 @@ def main() -> None:
     notes = intro()
     entries = registry.entries()
     if not entries:
-        st.warning(NO_MODEL, icon=":material/info:")
+        st.warning(no_model(), icon=":material/info:")
         finish(view, notes)
         return
     a, b = pick_models(view, entries)
     sides = [Side("A", a), Side("B", b)]
     if a == b:
-        st.caption("Both sides are the same model: every difference below is zero.")
+        st.caption(t("compare.same_model"))
     text = view.get("input")
     if text is not None and view.from_link("input"):
         sides[0].decode(text)
         if sides[0].error is not None:
-            view.refuse("input", f"{sides[0].bundle.name} cannot decode it: {sides[0].error}")
+            view.refuse("input", t("attention.cannot_decode_link", name=sides[0].bundle.name, error=sides[0].error))
             sides[0].error = None
-    text = input_picker(view, sides[0].bundle, help_text=INPUT_HELP)
+    text = input_picker(view, sides[0].bundle, help_text=t("compare.input_help"))
     for side in sides:
         side.decode(text)
     outputs(sides, text)
     decoded = [s for s in sides if s.result is not None]
     if decoded:
-        st.subheader("Next-token probabilities", divider="gray")
+        st.subheader(t("charts.topk.title"), divider="gray")
         topk(view, sides)
     if len(decoded) == 2:
-        st.subheader("Attention", divider="gray")
+        st.subheader(t("masks.attention"), divider="gray")
         attention(view, sides, sides[0].bundle.task.name)
-    st.subheader("Held-out exact match, size and training", divider="gray")
+    st.subheader(t("compare.scores_header"), divider="gray")
     scores(view, sides)
-    st.subheader("Settings", divider="gray")
+    st.subheader(t("compare.settings.header"), divider="gray")
     settings(sides)
     finish(view, notes)
 

@@ -22,6 +22,7 @@ from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.code import CODE
 from ui.widgets import expected, finish, header, input_picker, readable_link_input, require_model, verdict
+from transformer.i18n import t
 
 SCROLLS = "code_scrolls"  # session key: how often a section was picked here (each pick scrolls to it again)
 # Scrolls to a section's heading once the page has drawn it, and again when late charts have moved it
@@ -35,13 +36,8 @@ SCROLL_JS = """<style>[data-testid=stElementContainer]:has(#ap-code-scroll) {{ d
 
 
 def intro() -> DeltaGenerator:
-    notes = header("Read the code")
-    st.markdown(
-        "The Transformer this app runs, read in the order of the paper, as the Annotated Transformer reads it: "
-        "embeddings, attention, its masks, the feed-forward network, the residual connections, the two layers, "
-        "the generator and greedy decoding. Every section shows the code the model really runs, taken from the "
-        "running module (it cannot drift from it), and below it what that code computed for **your input** with "
-        "the active model (sidebar): the shapes, the tensors, and the attention of the head you pick.")
+    notes = header(t("app.page.code"))
+    st.markdown(t("code.intro"))
     return notes
 
 
@@ -56,10 +52,11 @@ def _traced(key: str, version: int, text: str, output_ids: tuple) -> Tour:
 
 
 def index(view: View, name: str, count: int, default: int, what: str) -> int:
-    """The 0-based layer or head of 1-based prop `name` (None: `default`); one the model lacks is refused."""
+    """The 0-based layer or head of 1-based prop `name` (None: `default`); one the model lacks is refused (`what`:
+    the catalog key of the note)."""
     value = view.get(name)
     if value is not None and value > count:
-        view.refuse(name, f"this model has {count} {what}")
+        view.refuse(name, t(what, n=count))
         value = None
     return default if value is None else value - 1
 
@@ -68,16 +65,17 @@ def picks(view: View, maps: dict, cfg) -> tuple[str, int, int]:
     """The attention kind, layer and head the sections show (0-based): the ones picked, else the head that best
     follows the task's alignment (layer 1, head 1 without one)."""
     kind_col, layer_col, head_col = st.columns([2, 1, 1])
-    kind = view.widget("kind", kind_col.selectbox, "Attention shown in the sections", KINDS,
-                       format_func=charts.KIND_TITLES.get)
+    kind = view.widget("kind", kind_col.selectbox, t("code.kind"), KINDS, format_func=charts.KIND_TITLES.get)
     amap = maps[kind]
     best_layer, best_head, _ = amap.best_aligned() or (0, 0, None)
-    layer = index(view, "layer", amap.layers, best_layer, "layer(s) of this kind")
-    head = index(view, "head", amap.heads, best_head, "heads per layer")
-    view.widget("layer", layer_col.selectbox, "Layer", range(amap.layers), format_func=lambda i: f"Layer {i + 1}",
-                to_widget=lambda _: layer, from_widget=lambda i: i + 1)
-    view.widget("head", head_col.selectbox, "Head", range(amap.heads), format_func=lambda i: f"Head {i + 1}",
-                to_widget=lambda _: head, from_widget=lambda i: i + 1)
+    layer = index(view, "layer", amap.layers, best_layer, "code.only_layers")
+    head = index(view, "head", amap.heads, best_head, "code.only_heads")
+    view.widget("layer", layer_col.selectbox, t("masks.layer"), range(amap.layers),
+                format_func=lambda i: t("attention.layer_n", n=i + 1), to_widget=lambda _: layer,
+                from_widget=lambda i: i + 1)
+    view.widget("head", head_col.selectbox, t("masks.head"), range(amap.heads),
+                format_func=lambda i: t("attention.head_n", n=i + 1), to_widget=lambda _: head,
+                from_widget=lambda i: i + 1)
     return kind, layer, head
 
 
@@ -86,7 +84,7 @@ def contents(view: View) -> str:
     def picked() -> None:
         st.session_state[SCROLLS] = st.session_state.get(SCROLLS, 0) + 1
 
-    return view.widget("section", st.pills, "Go to a section", KEYS, format_func=TITLES.get, required=True,
+    return view.widget("section", st.pills, t("code.go_to"), KEYS, format_func=TITLES.get, required=True,
                        on_change=picked)
 
 
@@ -103,18 +101,18 @@ def main() -> None:
     key, bundle = require_model()
     version = registry.version(key)
     readable_link_input(view, key, bundle)
-    text = input_picker(view, bundle, help_text="The sections below show what the model computed for this input.")
+    text = input_picker(view, bundle, help_text=t("code.input_help"))
     try:
         greedy = decodes.greedy(key, version, text)
         maps = decodes.maps(key, version, text)
         passed = traced(key, version, text, tuple(greedy.output_ids))
     except (TokenizerError, DecodeError) as exc:
-        st.error(f"{literal(bundle.name)} cannot decode this input: {literal(str(exc))}. Type another one or pick an "
-                 "example above.", icon=":material/error:")
+        st.error(t("attention.cannot_decode", name=literal(bundle.name), error=literal(str(exc))),
+                 icon=":material/error:")
         finish(view, notes)
         return
     answer, _ = expected(bundle.task, text)
-    st.markdown(f"**Output:** {output(greedy.output_text)} {verdict(greedy.output_text, answer)}")
+    st.markdown(t("home.output", output=output(greedy.output_text), verdict=verdict(greedy.output_text, answer)))
     with st.container(border=True):
         kind, layer, head = picks(view, maps, bundle.config)
         section = contents(view)

@@ -19,47 +19,25 @@ from transformer import charts
 from transformer.network.decoding import DecodeResult
 from transformer.charts.export import chart_filename
 from transformer.analysis.heads import focus_head
+from transformer.i18n import t
 
-# card text per page (title and icon come from the navigation's catalog); each "Try" of a model is held to the
-# shipped models by tests/app/test_lessons.py
+# card text per page, (what it shows, what to try) as catalog keys (title and icon come from the navigation's
+# catalog); each "Try" of a model is held to the shipped models by tests/app/test_lessons.py
 CARDS = {
-    "pages/learn/code.py": (
-        "The model's code in the order of the paper, each line beside the tensors it computed for your input.",
-        "Try: pick a cross-attention head and follow your input from its embedding to its output."),
-    "pages/explore/decode.py": (
-        "Watch the model write its answer one token at a time, with the attention behind each step.",
-        (f"Try: the reverse model on {code(FORCE.example)} (this link opens it at step {FORCE.step}). Force "
-         f"{code(FORCE.recovers)} there: it writes it, then recovers and writes every later letter right. Force "
-         f"{code(FORCE.loses_place)}, the letter due one step later, and it loses its place.")),
-    "pages/explore/attention.py": (
-        "Every head of every layer, encoder, decoder and cross-attention, side by side.",
-        ("Try: with the reverse model, the page opens on the cross-attention head that follows the reversal most "
-         "closely; compare its sharp anti-diagonal with the other heads.")),
-    "pages/concepts/masks.py": (
-        "Padding and causal masks, taken from a real forward pass over a padded batch.",
-        ("Try: switch off the causal mask: the reverse model now reads the answer early, and some of its "
-         "predictions change.")),
-    "pages/concepts/positions.py": (
-        "Sines and cosines that tell the model where each token stands.",
-        "Try: decode without positions: the reverse model's output turns wrong and its anti-diagonal fades."),
-    "pages/models/train.py": (
-        "Train a small model in your browser session and watch its attention form.",
-        ("Try: train on copy (or pick the pretrained copy model), then compare its diagonal with reverse's "
-         "anti-diagonal.")),
-    "pages/models/checkpoints.py": (
-        "Save, load and download models as single .safetensors files.",
-        "Try: save the model you trained and make it the active one."),
+    "pages/learn/code.py": ("home.card.code", "home.try.code"),
+    "pages/explore/decode.py": ("home.card.decode", "home.try.decode"),
+    "pages/explore/attention.py": ("home.card.attention", "home.try.attention"),
+    "pages/concepts/masks.py": ("home.card.masks", "home.try.masks"),
+    "pages/concepts/positions.py": ("home.card.positions", "home.try.positions"),
+    "pages/models/train.py": ("home.card.train", "home.try.train"),
+    "pages/models/checkpoints.py": ("home.card.checkpoints", "home.try.checkpoints"),
 }
 LINKS = {"pages/explore/decode.py": {"model": "reverse", "input": FORCE.example, "step": str(FORCE.step)}}
 
 
 def intro() -> DeltaGenerator:
-    notes = header("Attention Playground")
-    st.markdown(
-        "A small Transformer, trained on toy tasks, that you can open up. Type an input and see where the model "
-        "looks while it writes each output token; switch its masks and positions off; train your own and watch "
-        "attention appear. Every picture comes from a real forward pass of the active model (sidebar)."
-    )
+    notes = header(t("home.title"))
+    st.markdown(t("home.intro"))
     st.latex(r"\operatorname{Attention}(Q,K,V)=\operatorname{softmax}\!\Big(\frac{QK^{\top}}{\sqrt{d_k}}\Big)V")
     return notes
 
@@ -73,7 +51,7 @@ def decoded(view: View, key: str, bundle) -> tuple[str, DecodeResult | None, str
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
         if not view.from_link("input"):
             return text, None, str(exc)
-        view.refuse("input", f"this model cannot decode it ({exc})")
+        view.refuse("input", t("home.cannot_decode_link", error=exc))
         return decoded(view, key, bundle)
 
 
@@ -89,51 +67,47 @@ def at_a_glance(view: View, key: str, bundle) -> None:
     chart = GLANCE_TEXT_PX if figure is None else display.label_width(figure)
     left, right = display.fitted_row("home_glance", [GLANCE_TEXT_PX, chart])  # one above the other where narrow
     with left:
-        st.subheader("Attention at a glance")
-        st.markdown(f"**{task.title}.** {task.description}")
-        view.widget("input", st.text_input, "Input", to_widget=lambda _: text, max_chars=200,
-                    help="Any input the model's tokenizer knows; press Enter to decode it.")
+        st.subheader(t("home.glance"))
+        st.markdown(t("home.task", title=task.title, description=task.description))
+        view.widget("input", st.text_input, t("app.input"), to_widget=lambda _: text, max_chars=200,
+                    help=t("home.input_help"))
         if result is None:
-            st.error(f"This input cannot be decoded: {literal(str(error))}", icon=":material/error:")
+            st.error(t("home.cannot_decode", error=literal(str(error))), icon=":material/error:")
             return
         expected = task.answer(text)
-        st.markdown(f"**Output:** {display.output(result.output_text)} {verdict(result.output_text, expected)}")
+        st.markdown(t("home.output", output=display.output(result.output_text),
+                      verdict=verdict(result.output_text, expected)))
         if expected is not None and result.output_text != expected:
-            st.markdown(f"The right answer is {code(expected)}.")
+            st.markdown(t("home.right_answer", answer=code(expected)))
     with right:
         layer, head = focus
         display.cross_heatmap(result, layer, head, filename=chart_filename(task.name, "cross", layer, head),
                               key="fig-home-cross", csv=False, figure=figure)
-        with_head = f"layer {layer + 1}, head {head + 1}, the head that best follows the task's alignment" \
-            if head is not None else f"layer {layer + 1}, averaged over its {cfg.n_heads} heads"
-        st.caption(f"Cross-attention ({with_head}): bright cells show which input tokens the model looked at "
-                   "while choosing each output token.")
+        which = t("home.focus_head", layer=layer + 1, head=head + 1) if head is not None \
+            else t("home.focus_mean", layer=layer + 1, heads=cfg.n_heads)
+        st.caption(t("home.cross_caption", which=which))
         code_link("attention", text=text, kind="cross", layer=layer, head=head)
 
 
 def cards() -> None:
-    st.subheader("Where to go next")
+    st.subheader(t("home.next"))
     shown = [info for info in PAGES if info.path in CARDS]
     for start in range(0, len(shown), 3):
         for col, info in zip(st.columns(3), shown[start:start + 3]):
             what, idea = CARDS[info.path]
             with col, st.container(border=True, height="stretch"):
                 st.page_link(info.path, label=f"**{info.title}**", icon=info.icon, query_params=LINKS.get(info.path))
-                st.markdown(what)
-                st.caption(idea)
+                st.markdown(t(what))
+                st.caption(t(idea, example=code(FORCE.example), step=FORCE.step, recovers=code(FORCE.recovers),
+                             loses_place=code(FORCE.loses_place)))  # the decode card's lesson (ui/lessons.py)
 
 
 def architecture(bundle) -> None:
     cfg, task = bundle.config, bundle.task
-    st.subheader("The active model, layer by layer")
-    st.markdown(
-        "An encoder reads the whole input at once; a decoder writes the output one token at a time. Attention "
-        "appears three times, colour-coded here and on every page: **encoder self-attention** (input tokens look "
-        "at each other), **masked decoder self-attention** (output tokens look at earlier outputs only), and "
-        "**cross-attention** (each output token looks at the encoded input)."
-    )
+    st.subheader(t("home.layers"))
+    st.markdown(t("home.layers_intro"))
     fig = charts.architecture_diagram(cfg.n_enc_layers, cfg.n_dec_layers, cfg.n_heads, cfg.d_model, cfg.d_ff,
-                                      cfg.norm, cfg.positional, title=f"The {bundle.name} model")
+                                      cfg.norm, cfg.positional, title=t("home.model_title", name=bundle.name))
     display.show_figure(fig, f"{task.name}_architecture", key="fig-home-arch", width="content")
 
 

@@ -16,7 +16,7 @@ from ui.markdown import literal
 from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
 from ui.tables.checkpoints import CHECKPOINTS, SAMPLES
-from ui.widgets import NO_MODEL, finish, header
+from ui.widgets import finish, header, no_model
 from transformer.network.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
 from transformer.store.cards import metrics_source
@@ -25,10 +25,15 @@ from transformer.analysis.examples import Example, decode_examples
 from transformer.analysis.evaluation import evaluate_bundle
 from transformer.tasks import TASKS
 from transformer.network.tokenizers import SPECIALS
+from transformer.i18n import Texts, t
 
 EXAMPLE_POOL = 200  # at most this many of the evaluated pairs are decoded again for worked examples
 SHOWN_EXAMPLES = 4
-ORIGINS = {"shipped": "pretrained", "trained": "trained here", "uploaded": "uploaded", "snapshot": "snapshot"}
+ORIGINS = Texts({"shipped": "checkpoints.origin.shipped", "trained": "checkpoints.origin.trained",
+                 "uploaded": "checkpoints.origin.uploaded", "snapshot": "checkpoints.origin.snapshot"})
+TOKENIZERS = Texts({"char": "checkpoints.card.char", "sentencepiece": "checkpoints.card.sentencepiece"})
+COLUMNS = Texts({"Model": "app.model", "Origin": "compare.facts.origin", "Task": "compare.facts.task",
+                 "Exact match": "errors.exact_match"})  # the models table's columns (its data keeps these names)
 
 
 @dataclass(frozen=True)
@@ -39,14 +44,11 @@ class Evaluation:
 
 
 def intro() -> DeltaGenerator:
-    notes = header("Checkpoints")
-    st.markdown(
-        "A **checkpoint** is a trained model saved to one file: its weights, its configuration, its tokenizer "
-        "and a model card. Pick a model in the table to read its card, make it the active model for every "
-        "page, test it on inputs it never saw in training, download it, or upload one a colleague sent you.")
-    st.latex(r"\text{exact match} = \frac{1}{N}\sum_{i=1}^{N} \mathbf{1}\!\left[\,\hat{y}^{(i)} = y^{(i)}\right]")
-    st.markdown(r"where $\hat{y}^{(i)}$ is the model's greedy output for the held-out input $x^{(i)}$ and "
-                r"$y^{(i)}$ the right answer: a whole output counts only when every token is right.")
+    notes = header(t("app.page.checkpoints"))
+    st.markdown(t("checkpoints.intro"))
+    st.latex(t("checkpoints.formula_name")
+             + r" = \frac{1}{N}\sum_{i=1}^{N} \mathbf{1}\!\left[\,\hat{y}^{(i)} = y^{(i)}\right]")
+    st.markdown(t("checkpoints.formula_where"))
     return notes
 
 
@@ -98,7 +100,7 @@ def model_table(entries: dict[str, registry.ModelEntry]) -> pd.DataFrame:
     infos = registry.shipped_infos()
     for info in infos:
         if info.error is not None:
-            st.warning(literal(f"The pretrained checkpoint “{info.path.name}” cannot be used: {info.error}."),
+            st.warning(literal(t("checkpoints.broken", name=info.path.name, error=info.error)),
                        icon=":material/warning:")
     rows = [shipped_row(i) for i in infos if registry.shipped_key(i.path) in entries]
     rows += [session_row(key, e.origin) for key, e in entries.items() if e.origin != "shipped"]
@@ -117,7 +119,7 @@ def row_picked(view: View, keys: list[str]) -> None:
 
 
 def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
-    st.subheader("Available models")
+    st.subheader(t("checkpoints.available"))
     table = model_table(entries)
     keys = list(table.index)
     picked = [keys.index(inspected(view))] if inspected(view) in keys else []
@@ -128,17 +130,15 @@ def table_section(view: View, entries: dict[str, registry.ModelEntry]) -> None:
         table, hide_index=True, key=table_key(view), on_select=lambda: row_picked(view, keys),
         selection_mode="single-row", selection_default={"selection": {"rows": picked}}, placeholder="—",
         column_config={
-            "Active": st.column_config.TextColumn("★", help="★ marks the active model: every page uses it (see the "
-                                                  "sidebar)", width=40),
-            "Model": st.column_config.TextColumn("Model", width=250),
+            "Active": st.column_config.TextColumn("★", help=t("checkpoints.table.active_help"), width=40),
+            "Model": st.column_config.TextColumn(COLUMNS["Model"], width=250),
+            "Origin": st.column_config.TextColumn(COLUMNS["Origin"]),
+            "Task": st.column_config.TextColumn(COLUMNS["Task"]),
             "Exact match": st.column_config.NumberColumn(
-                "Exact match", format="%.1f%%", help="Greedy exact match from the model card, measured on the "
-                "training run's own held-out split (not the fresh inputs of Evaluate below)"),
+                COLUMNS["Exact match"], format="%.1f%%", help=t("checkpoints.table.exact_match_help")),
         },
     )
-    st.caption("Click a row (or pick below) to see that model's card. Pretrained models ship with the app; "
-               "models trained or uploaded here are kept on this server for a while (the sidebar says how long): "
-               "download one to keep it for good.")
+    st.caption(t("checkpoints.table.caption"))
     st.caption(f":material/hard_drive: {registry.share_text()}")
 
 
@@ -156,23 +156,25 @@ def card_facts(bundle: ModelBundle, size: int) -> None:
     st.markdown(f"_{bundle.task.description}_")
     lines = model_card_lines(bundle)
     if card.get("token_accuracy") is not None:
-        lines.append(f"**Held-out token accuracy:** {card['token_accuracy']:.1%}")
+        lines.append(t("checkpoints.card.token_accuracy", share=card["token_accuracy"]))
     if card.get("exact_match") is not None or card.get("token_accuracy") is not None:
-        lines.append(f"**Accuracies measured on:** {metrics_source(card)}, not the fresh inputs of Evaluate below")
-    lines.append(f"**Tokenizer:** {tokenizer.kind}, {tokenizer.vocab_size} tokens ({len(SPECIALS)} of them special)")
+        lines.append(t("checkpoints.card.measured_on", source=metrics_source(card)))
+    lines.append(t("checkpoints.card.tokenizer", kind=TOKENIZERS.get(tokenizer.kind, tokenizer.kind),
+                   n=tokenizer.vocab_size, special=len(SPECIALS)))
     if bundle.task.params:
-        lines.append("**Task settings:** " + literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items())))
-    lines.append(f"**File size:** {size / 1e6:.2f} MB")  # MB of 10^6 bytes, as the `models` command gives it
+        lines.append(t("checkpoints.card.task_settings",
+                       settings=literal(", ".join(f"{k} = {v}" for k, v in bundle.task.params.items()))))
+    lines.append(t("checkpoints.card.file_size", mb=size / 1e6))  # MB of 10^6 bytes, as the `models` command says
     if (created := created_at(card)) is not None:
-        lines.append(f"**Created:** {created:%Y-%m-%d %H:%M} UTC")
+        lines.append(t("checkpoints.card.created", when=f"{created:%Y-%m-%d %H:%M}"))
     st.markdown("  \n".join(lines))
     if (notes := card_notes(bundle)) is not None:  # fields of a hostile or broken card, dropped on loading
         st.caption(notes)
     config_col, train_col = st.columns(2)
-    with config_col.expander("Model configuration"):
+    with config_col.expander(t("checkpoints.card.config")):
         st.json(bundle.config.to_dict())
-    with train_col.expander("Training settings"):
-        st.json(card.get("train") or {"note": "not recorded in this checkpoint"})
+    with train_col.expander(t("checkpoints.card.training")):
+        st.json(card.get("train") or {"note": t("checkpoints.card.not_recorded")})
 
 
 def evaluations(view: View) -> dict:
@@ -190,26 +192,26 @@ def remove(view: View, key: str) -> None:
 def actions(view: View, key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> None:
     active = key == registry.active_key()
     row = st.container(horizontal=True)  # wraps onto a second row where a narrow column cannot hold all three
-    row.button("Active" if active else "Make active", icon=":material/check_circle:", type="primary",
-               key="ckpt_activate", disabled=active, on_click=registry.set_active, args=(key,), width="stretch",
-               help="Every page (decoding, attention, masks, ...) uses the active model.")
+    row.button(t("checkpoints.actions.active") if active else t("checkpoints.actions.activate"),
+               icon=":material/check_circle:", type="primary", key="ckpt_activate", disabled=active,
+               on_click=registry.set_active, args=(key,), width="stretch",
+               help=t("checkpoints.actions.activate_help"))
     row.download_button(
-        "Download", data=entry.path.read_bytes if entry.path else lambda: bundle_to_bytes(bundle),
+        t("checkpoints.actions.download"),
+        data=entry.path.read_bytes if entry.path else lambda: bundle_to_bytes(bundle),
         file_name=f"{bundle.name}.safetensors", mime="application/octet-stream", key="ckpt_download",
-        icon=":material/download:", on_click="ignore", width="stretch",
-        help="The .safetensors file: weights plus the JSON config, tokenizer and model card. No pickle.")
-    row.button("Remove", icon=":material/delete:", key="ckpt_remove", disabled=entry.origin == "shipped",
-               on_click=remove, args=(view, key), width="stretch",
-               help="Pretrained models cannot be removed." if entry.origin == "shipped"
-               else "Take this model off this session's list and off the server, unless another session has "
-               "opened it through a link (download it first to keep it).")
+        icon=":material/download:", on_click="ignore", width="stretch", help=t("checkpoints.actions.download_help"))
+    row.button(t("checkpoints.actions.remove"), icon=":material/delete:", key="ckpt_remove",
+               disabled=entry.origin == "shipped", on_click=remove, args=(view, key), width="stretch",
+               help=t("checkpoints.actions.shipped" if entry.origin == "shipped"
+                      else "checkpoints.actions.remove_help"))
 
 
 def card_section(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[str, ModelBundle]:
     """The picked model's card and actions; returns (its key, its bundle)."""
-    st.subheader("Model card")
+    st.subheader(t("checkpoints.card.header"))
     key = inspected(view)
-    view.widget("inspect", st.selectbox, "Model", list(entries), format_func=lambda k: entries[k].label,
+    view.widget("inspect", st.selectbox, t("app.model"), list(entries), format_func=lambda k: entries[k].label,
                 to_widget=lambda _: key)
     bundle = registry.bundle_for(key)
     with st.container(border=True):
@@ -223,13 +225,13 @@ def card_section(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[s
 
 def run_evaluation(bundle: ModelBundle, samples: int, seed: int) -> Evaluation:
     """Metrics on `samples` fresh held-out pairs with a progress bar, plus worked examples from them."""
-    bar = st.progress(0.0, text="Generating held-out inputs…")
+    bar = st.progress(0.0, text=t("checkpoints.evaluate.generating"))
 
     def progress(done: int, total: int) -> None:
-        bar.progress(0.9 * done / total, text=f"Scored {done:,} of {total:,} held-out inputs…")
+        bar.progress(0.9 * done / total, text=t("checkpoints.evaluate.scored", done=done, total=total))
 
     metrics = evaluate_bundle(bundle, samples, seed, progress)
-    bar.progress(0.9, text="Decoding worked examples…")
+    bar.progress(0.9, text=t("checkpoints.evaluate.examples"))
     examples = decode_examples(bundle, bundle.task.pairs(min(samples, EXAMPLE_POOL), seed, "heldout"))
     bar.empty()
     return Evaluation(metrics, seed, examples)
@@ -240,49 +242,47 @@ def show_examples(examples: list[Example]) -> None:
     (a sentencepiece model's pieces come from its file)."""
     right = [e for e in examples if e.correct][:SHOWN_EXAMPLES]
     wrong = [e for e in examples if not e.correct][:SHOWN_EXAMPLES]
-    table = pd.DataFrame([{"": "✓" if e.correct else "✗", "Input": literal(e.source), "Expected": literal(e.expected),
-                           "Model wrote": literal(e.output) if e.output else "(nothing)"} for e in wrong + right])
+    table = pd.DataFrame([{"": "✓" if e.correct else "✗", t("app.input"): literal(e.source),
+                           t("checkpoints.evaluate.expected"): literal(e.expected),
+                           t("checkpoints.evaluate.wrote"): literal(e.output) if e.output
+                           else t("checkpoints.evaluate.nothing")} for e in wrong + right])
     st.table(table, hide_index=True, border="horizontal")
     if not wrong:
-        st.caption(f"Every one of the first {len(examples):,} inputs was answered exactly right.")
+        st.caption(t("checkpoints.evaluate.all_right", n=len(examples)))
 
 
 @st.fragment
 def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
     """Evaluate on demand, never on opening a link: 2,000 inputs take several seconds."""
-    st.subheader("Evaluate on fresh held-out inputs")
-    st.markdown("Held-out inputs are never used in training (a fixed hash decides which inputs are held out), "
-                "so this measures how well the model **generalises**. The model decodes each one greedily.")
+    st.subheader(t("checkpoints.evaluate.header"))
+    st.markdown(t("checkpoints.evaluate.text"))
     left, right = st.columns(2)
     with left:
-        samples = view.widget("samples", st.number_input, "Held-out inputs", min_value=SAMPLES[0],
-                              max_value=SAMPLES[1], step=100,
-                              help="More inputs give a steadier figure; 500 take a second or two, 2,000 "
-                              "several seconds.")
+        samples = view.widget("samples", st.number_input, t("attention.importance.samples"), min_value=SAMPLES[0],
+                              max_value=SAMPLES[1], step=100, help=t("checkpoints.evaluate.samples_help"))
     with right:
-        seed = view.widget("seed", st.number_input, "Seed", min_value=0, max_value=2**31 - 1, step=1,
-                           help="Another seed draws another set of held-out inputs.")
-    if st.button("Evaluate", icon=":material/speed:", key="ckpt_evaluate", type="primary"):
+        seed = view.widget("seed", st.number_input, t("errors.seed"), min_value=0, max_value=2**31 - 1, step=1,
+                           help=t("compare.seed_help"))
+    if st.button(t("checkpoints.evaluate.button"), icon=":material/speed:", key="ckpt_evaluate", type="primary"):
         try:  # the model budget, as the CLI's eval checks it: before any input is drawn
             task = bundle.task
             evaluation_estimate(bundle.config, int(samples), task.max_source_chars + 1,
                                 task.max_target_chars + 1).check()
         except BudgetError as exc:
-            st.error(literal(f"Cannot evaluate: {exc}."), icon=":material/block:")
+            st.error(literal(t("checkpoints.evaluate.cannot", error=exc)), icon=":material/block:")
         else:
             view.set("evaluations", evaluations(view) | {key: run_evaluation(bundle, int(samples), int(seed))})
     result = evaluations(view).get(key)
     if result is None:
-        st.caption(f"Press Evaluate to measure this model on {samples:,} held-out inputs drawn with seed {seed}.")
+        st.caption(t("checkpoints.evaluate.press", n=samples, seed=seed))
     else:
         m = result.metrics
         cols = st.columns(3)
-        cols[0].metric("Exact match", f"{m['exact_match']:.1%}", help="Whole answer right, </s> included")
-        cols[1].metric("Token accuracy", f"{m['token_accuracy']:.1%}",
-                       help="Next tokens right when the decoder is fed the correct previous ones (teacher forcing)")
-        cols[2].metric("Loss", f"{m['loss']:.3f}", help="Cross-entropy per target token, in nats")
-        st.caption(f"{m['samples']:,} held-out inputs drawn with seed {result.seed}. Worked examples, "
-                   "mistakes first:")
+        cols[0].metric(t("errors.exact_match"), f"{m['exact_match']:.1%}", help=t("checkpoints.evaluate.exact_help"))
+        cols[1].metric(t("checkpoints.evaluate.token_accuracy"), f"{m['token_accuracy']:.1%}",
+                       help=t("checkpoints.evaluate.token_help"))
+        cols[2].metric(t("checkpoints.evaluate.loss"), f"{m['loss']:.3f}", help=t("checkpoints.evaluate.loss_help"))
+        st.caption(t("checkpoints.evaluate.drawn", n=m["samples"], seed=result.seed))
         show_examples(result.examples)
     view.sync_url()
 
@@ -299,24 +299,16 @@ def uploaded(view: View) -> None:
 
 
 def upload_section(view: View) -> None:
-    st.subheader("Upload a checkpoint")
-    st.markdown(
-        "A `.safetensors` file saved by this app (the Download button above, or `python -m transformer train`), "
-        "or a PyTorch `.pt` file of the model's state dict, of at most "
-        f"{uploads.LIMIT_TEXT}. Every file is checked before use: its size (a `.pt` archive's unpacked size too), "
-        "its header, its configuration, the memory loading it needs and the shape of every tensor. A file that "
-        "fails any check is refused and nothing changes; a model card's invalid fields are dropped with a note. "
-        "`.pt` files are read with `torch.load(weights_only=True)`, so no code inside them runs.")
-    view.widget("activate", st.toggle, "Make an uploaded model the active one on every page",
-                help="Off: an upload joins the model list, and the active model stays the one in the sidebar.")
+    st.subheader(t("checkpoints.upload.header"))
+    st.markdown(t("checkpoints.upload.text", limit=uploads.limit_text()))
+    view.widget("activate", st.toggle, t("checkpoints.upload.activate"), help=t("checkpoints.upload.activate_help"))
     left, right = st.columns([3, 2])
-    file = left.file_uploader("Checkpoint (.safetensors or .pt)", type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
+    file = left.file_uploader(t("checkpoints.upload.file"), type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
                               on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
     right.file_uploader(
-        "Metadata for a bare .pt state dict (.json, optional)", type=["json"], key=uploads.METADATA,
+        t("checkpoints.upload.metadata"), type=["json"], key=uploads.METADATA,
         on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB,
-        help='A JSON object with "config", "tokenizer" and "task" (as stored in a .safetensors checkpoint). '
-             "Only needed when the .pt file holds the tensors alone.")
+        help=t("checkpoints.upload.metadata_help"))
     if (outcome := uploads.shown_outcome(file)) is not None:  # file names and errors shown as written
         if outcome.ok:
             st.success(literal(outcome.message), icon=":material/check_circle:")
@@ -329,7 +321,7 @@ def main() -> None:
     notes = intro()
     entries = registry.entries()
     if not entries:
-        st.warning(NO_MODEL, icon=":material/info:")
+        st.warning(no_model(), icon=":material/info:")
     else:
         table_section(view, entries)
         left, right = st.columns([1, 1], gap="large")

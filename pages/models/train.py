@@ -23,8 +23,8 @@ from ui.run_settings import RunSettings, settings_problem
 from ui.state import View
 from ui.tables.train import TRAIN, values_of
 from ui.widgets import finish, header
+from transformer.i18n import t
 
-FOLDED = "Settings (locked while the run is live)"
 # More room for the run; the curves and the probe side by side only where each column gets LIVE_COLUMN_PX (at
 # 1024 px with the sidebar open they were ~270 px: the probe's token labels ran into each other), else stacked
 LIVE_COLUMN_PX = 360
@@ -39,13 +39,10 @@ STEP_COUNT_PX = 120  # the Step button's count box: room for 1000 beside its - a
 
 def intro(live: bool) -> DeltaGenerator:
     """The title and, unless a run is live (its view needs the screen), what the page does."""
-    notes = header("Train live")
+    notes = header(t("app.page.train"))
     if live:
         return notes
-    st.markdown(
-        "Train a small Transformer right here and watch it learn. Each step shows it a batch of examples and "
-        "nudges every weight to make the right next token more likely. Keep an eye on the **cross-attention** "
-        "of the probe input: it starts as a blur and sharpens into the alignment the task needs.")
+    st.markdown(t("train.intro"))
     st.latex(r"\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T} \log p_\theta\left(y_t \mid y_{<t},\, x\right)")
     return notes
 
@@ -72,10 +69,10 @@ def start(view: View, settings: RunSettings, text: str, steps: int | None = None
         run = runs.new_run(settings, text)
         runs.launch(run, steps)
     except JobLimitError as exc:  # the server's line is full, or this session's or computer's share of runs
-        runs.say("error", f"Cannot start: {exc}.")
+        runs.say("error", t("train.cannot_start", error=exc))
         return
     except ValueError as exc:  # settings the library refuses
-        runs.say("error", f"Cannot start: {exc}")
+        runs.say("error", t("train.cannot_start", error=exc))
         return
     view.set("follow", True)
     run.await_first_step()
@@ -85,7 +82,7 @@ def resume(view: View, run: runs.Run) -> None:
     try:
         run.resume()
     except JobLimitError as exc:  # the server's line is full: the run stays paused
-        runs.say("error", f"Cannot resume: {exc}.")
+        runs.say("error", t("train.cannot_resume", error=exc))
         return
     view.set("follow", True)
 
@@ -97,7 +94,7 @@ def step_clicked(view: View, run: runs.Run | None) -> None:
         try:
             run.step(steps)
         except JobLimitError as exc:
-            runs.say("error", f"Cannot step: {exc}.")
+            runs.say("error", t("train.cannot_step", error=exc))
     else:
         runs.request_start(steps)
 
@@ -107,23 +104,21 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
     is cut short."""
     live = state in runs.LIVE
     with st.container(horizontal=True, vertical_alignment="bottom", key="train_controls"):
-        st.button("Start", key="train_start", icon=":material/play_arrow:", type="primary",
+        st.button(t("train.start"), key="train_start", icon=":material/play_arrow:", type="primary",
                   disabled=live or problem is not None, on_click=runs.request_start)
-        st.button("Pause", key="train_pause", icon=":material/pause:", disabled=state not in runs.POLLED,
-                  on_click=lambda: run.pause(), help="Pause after the step under way (a waiting run leaves the line).")
-        st.button("Resume", key="train_resume", icon=":material/resume:", disabled=state != "paused",
+        st.button(t("train.pause"), key="train_pause", icon=":material/pause:", disabled=state not in runs.POLLED,
+                  on_click=lambda: run.pause(), help=t("train.pause_help"))
+        st.button(t("train.resume"), key="train_resume", icon=":material/resume:", disabled=state != "paused",
                   on_click=resume, args=(view, run))
-        st.button("Stop", key="train_stop", icon=":material/stop:", disabled=not live, on_click=lambda: run.stop(),
-                  help="End training for good; the model so far is kept and can be used below.")
+        st.button(t("train.stop"), key="train_stop", icon=":material/stop:", disabled=not live,
+                  on_click=lambda: run.stop(), help=t("train.stop_help"))
         number(view, TRAIN.by_name["step_count"], disabled=False, label_visibility="collapsed",  # Step's count
                width=STEP_COUNT_PX)
-        st.button("Step", key="train_step", icon=":material/skip_next:",
+        st.button(t("train.step"), key="train_step", icon=":material/skip_next:",
                   disabled=state in runs.POLLED or (state != "paused" and problem is not None),
-                  on_click=step_clicked, args=(view, run),
-                  help="Run exactly this many steps, then pause (a new run starts paused if none is live).")
-        st.button("Reset", key="train_reset", icon=":material/restart_alt:", disabled=run is None,
-                  on_click=runs.discard_run,
-                  help="Stop this run and clear this page (it stays in the runs table on the Checkpoints page).")
+                  on_click=step_clicked, args=(view, run), help=t("train.step_help"))
+        st.button(t("train.reset"), key="train_reset", icon=":material/restart_alt:", disabled=run is None,
+                  on_click=runs.discard_run, help=t("train.reset_help"))
 
 
 # ---------------------------------------------------------------------------------------------- result
@@ -142,34 +137,33 @@ def use_model(view: View, run: runs.Run) -> None:
     try:
         run.added[step] = registry.add_session_model(bundle, "trained")
     except StoreError as exc:
-        runs.say("error", f"“{bundle.name}” was not added: it cannot be kept on this server: {exc}.", "result")
+        runs.say("error", t("train.result.not_added", name=bundle.name, error=exc), "result")
         return
-    runs.say("success", f"“{bundle.name}” is now the active model: every page uses it (see the sidebar).", "result")
+    runs.say("success", t("train.result.active", name=bundle.name), "result")
 
 
 def result_panel(view: View, run: runs.Run) -> None:
     """Name the model, add it to the sidebar's picker, or download it as a checkpoint."""
-    st.subheader("Use the trained model")
+    st.subheader(t("train.result.header"))
     snapshot = run.snapshot()
     step, state = snapshot.step, snapshot.state
     name_col, use_col, download_col = st.columns([2, 1, 1], vertical_alignment="bottom")
     with name_col:
-        view.widget("name", st.text_input, "Name", to_widget=lambda value: value or "",
-                    placeholder=f"{run.task.name}-{step}", max_chars=60,
-                    help="Shown in the sidebar's model picker and stored in the checkpoint.")
+        view.widget("name", st.text_input, t("train.result.name"), to_widget=lambda value: value or "",
+                    placeholder=f"{run.task.name}-{step}", max_chars=60, help=t("train.result.name_help"))
     name = model_name(view, run, step)
     added = run.added.get(step)
-    use_col.button("Use this model", key="train_use", icon=":material/check_circle:", type="primary",
+    use_col.button(t("train.result.use"), key="train_use", icon=":material/check_circle:", type="primary",
                    width="stretch", disabled=added is not None, on_click=use_model, args=(view, run),
-                   help="Adds it to the sidebar's model picker (for this session) and makes it active.")
+                   help=t("train.result.use_help"))
     download_col.download_button(
-        "Download .safetensors", data=lambda: bundle_to_bytes(run.bundle(name)), key="train_download",
+        t("train.result.download"), data=lambda: bundle_to_bytes(run.bundle(name)), key="train_download",
         file_name=f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.safetensors", mime="application/octet-stream",
         icon=":material/download:", width="stretch", on_click="ignore",
     )
     show_message("result")
     if added is not None and state == "paused":
-        st.caption("This model is in the sidebar's picker. Resume training to add a later version.")
+        st.caption(t("train.result.added"))
 
 
 def retrain_link(view: View, run: runs.Run) -> None:
@@ -180,11 +174,9 @@ def retrain_link(view: View, run: runs.Run) -> None:
     view_defaults = {name: TRAIN.by_name[name].default for name in ("layer", "head")}  # the settings, not the view
     link = view.link({**values_of(run.settings), "probe": probe, **view_defaults})
     with st.container(key="train_retrain"):
-        st.markdown("**Link that retrains this model**")
+        st.markdown(t("train.retrain.header"))
         st.code(link, language=None, wrap_lines=True)
-        st.caption("Opening it fills in this run's task, model shape, training settings and probe input; "
-                   "**Start** then trains the same model again, step for step (training is seeded), on this "
-                   "server or any other. Links to the trained model itself work only while this server keeps it.")
+        st.caption(t("train.retrain.caption"))
 
 
 # ------------------------------------------------------------------------------------------------ page
@@ -202,16 +194,16 @@ def main() -> None:
     settings_area, controls_area, run_area = (areas[2], areas[0], areas[1]) if live else areas
     if live:  # ... unless a run is live: its view takes the first screen, the locked settings fold below it
         st.html(LIVE_CSS)
-        with settings_area, st.expander(FOLDED, icon=":material/settings:", expanded=False):
+        with settings_area, st.expander(t("train.folded"), icon=":material/settings:", expanded=False):
             settings = settings_panel(view, locked=True)
     else:
         with settings_area:
             settings = settings_panel(view, locked=False)
     problem = settings_problem(settings)
     if problem and settings.train.task == CustomTask.name and not parse_pairs(settings.train.task_params["data"]).ok:
-        problem = "your data (upload or paste pairs; the problems found are listed above)"
+        problem = t("train.custom.problem")
     if problem and not live:
-        settings_area.error(f"Fix this setting before starting: {problem}.", icon=":material/error:")
+        settings_area.error(t("train.fix", problem=problem), icon=":material/error:")
     shape = (run.settings if run is not None else settings).model
     check_probe_view(view, shape["n_dec_layers"], shape["n_heads"])
     text = view.get("probe")

@@ -129,7 +129,9 @@ def test_switching_kind_layer_and_head_changes_title_and_values(app, bundle):
 def test_figures_are_kept_in_the_byte_bounded_cache_per_decode_and_chart(app, bundle):
     at = app(PAGE)
     text = shown_input(at)
-    named = {k[1:] for k in decodes._cache.keys() if k[0] == "figure"}
+    figures = [k for k in decodes._cache.keys() if k[0] == "figure"]
+    assert {k[1] for k in figures} == {"en"}  # built in the reader's language, and kept per language
+    named = {k[2:] for k in figures}
     assert {k[5:7] for k in named} == {("head", "cross"), ("mean", "cross"), ("grid", "cross"), ("stats", "cross")}
     assert all(k[2:5] == (text, (), "zero") for k in named)  # named by the decode they show
     picker(at, "head", "cross").set_value(0).run()

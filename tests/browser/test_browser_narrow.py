@@ -1,9 +1,10 @@
 """Every page on a 1024x768 and a 1280x720 projector with the sidebar open, in presenter mode on a 1280x720 one, and
-in presenter mode on a 1024x768 one, where the sidebar folds itself away (issues 12 and 27): nothing is cut sideways
-or skipped. On each page, no chart text (titles, tick labels, annotations such as the architecture picture's "×2
-encoder layers") reaches past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly
-drops tick labels it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal
-scroll. A whole-page screenshot of each is kept in test-artifacts/ to look at."""
+in presenter mode on a 1024x768 one, where the sidebar folds itself away (issues 12 and 27), and in Chinese on a
+1024x768 and a 1440x900 one (issue 26: its words take other widths): nothing is cut sideways or skipped. On each
+page, no chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers")
+reaches past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly drops tick labels
+it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal scroll. A
+whole-page screenshot of each is kept in test-artifacts/ to look at."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def wait_folded(page) -> None:
 
 @pytest.mark.parametrize(("width", "height", "query", "sidebar"), [
     (1024, 768, "", True), (1280, 720, "", True), (1280, 720, "?presenter=1", True),
-    (1024, 768, "?presenter=1", False)])
+    (1024, 768, "?presenter=1", False), (1024, 768, "?lang=zh", True), (1440, 900, "?lang=zh", True)])
 def test_nothing_is_cut_sideways(fresh_server, page, width, height, query, sidebar):
     page.set_viewport_size({"width": width, "height": height})
     found = {}
@@ -79,6 +80,8 @@ def test_nothing_is_cut_sideways(fresh_server, page, width, height, query, sideb
         page.wait_for_timeout(1000)  # plotly's automargin settles after the first draw
         if cut := page.evaluate(CUT_JS):
             found[path or "home"] = cut
-        where = f"{width}{'-presenter' if query else ''}{'' if sidebar else '-folded'}"
+        kind = "".join(f"-{name}" for name, on in (("presenter", "presenter" in query), ("zh", "lang" in query),
+                                                   ("folded", not sidebar)) if on)
+        where = f"{width}{kind}"
         screenshot(page, f"narrow-{where}-{path or 'home'}")
     assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -85,12 +86,12 @@ def settle(pg, pause_ms: int = 300, timeout: float = 60_000) -> None:
 
 def open_app_page(pg, url: str, timeout: float = 120_000) -> None:
     """Open `url`, wait for the run to finish, and check Streamlit raised no "Page not found" notice (a fresh
-    server's first request used to: see ui/legacy_entry.py) and that app.py's sidebar rendered."""
+    server's first request used to: see ui/legacy_entry.py) and that app.py's sidebar rendered (in either language)."""
     pg.goto(url)
     wait_for_app(pg, timeout)
     dialogs = pg.get_by_role("dialog")
     assert not dialogs.count(), dialogs.first.inner_text()
-    assert pg.locator("[data-testid=stSidebar]").get_by_text("Active model").is_visible()
+    assert pg.locator("[data-testid=stSidebar]").get_by_text(re.compile("^(Active model|当前模型)$")).is_visible()
 
 
 def screenshot(pg, name: str) -> Path:

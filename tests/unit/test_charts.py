@@ -7,6 +7,7 @@ import plotly.colors
 import pytest
 
 from transformer import charts as C
+from transformer import i18n
 from transformer.analysis.heads import head_stats
 from transformer.charts.common import MASKED_COLOR
 
@@ -168,7 +169,7 @@ def test_head_stats_heatmap_panels_hold_the_metrics():
     for trace in fig.data:
         np.testing.assert_allclose(z(trace), stats[trace.name], rtol=1e-6)
     assert (fig.data[2].zmin, fig.data[2].zmax) == (0, 1)
-    assert_side_by_side(fig, [C.stats.HEAD_METRICS[t.name][0] for t in fig.data])
+    assert_side_by_side(fig, [i18n.t(C.stats.HEAD_METRICS[t.name][0]) for t in fig.data])
 
 
 def assert_side_by_side(fig, titles: list[str]):

@@ -144,12 +144,12 @@ def test_parse_lengths(text, expected):
 
 
 def test_charts_take_the_counts_and_mark_the_trained_lengths():
-    fig = length_metrics([1, 2, 3], {"exact match": [1, 0.5, 0]}, (1, 2), "t", counts=[4, 4, 4])
+    fig = length_metrics([1, 2, 3], {"exact_match": [1, 0.5, 0]}, (1, 2), "t", counts=[4, 4, 4])
     band = fig.layout.shapes[0]
     assert (band.x0, band.x1) == (0.5, 2.5) and "trained lengths 1–2" in fig.layout.annotations[0].text
     assert list(fig.data[0].y) == [1, 0.5, 0]
     with pytest.raises(ValueError, match="2 values for 3 lengths"):
-        length_metrics([1, 2, 3], {"exact match": [1, 0.5]}, None, "t")
+        length_metrics([1, 2, 3], {"exact_match": [1, 0.5]}, None, "t")
     fig = position_accuracy([4, 2, 0], [3, 1, 0], [1, 1, 0], "t")
     assert np.allclose(fig.data[0].y, [0.75, 0.5, 0]) and list(fig.data[1].y) == [1, 1, 0]
     fig = confusion_bars([("w", "o", 3), (" ", "</s>", 1)], "t")

@@ -12,7 +12,7 @@ import pytest
 from helpers.repo import ROOT
 
 # The library's rooms, in the order docs/ARCHITECTURE.md gives: each may import only from the rooms before it.
-ROOMS = ("settings", "network", "tasks", "bundle", "analysis", "training", "store", "runs", "charts", "cli")
+ROOMS = ("settings", "i18n", "network", "tasks", "bundle", "analysis", "training", "store", "runs", "charts", "cli")
 PACKAGES = ("transformer", "ui")
 
 

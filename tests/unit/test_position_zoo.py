@@ -57,12 +57,12 @@ def test_a_trainer_gives_the_model_more_positions_than_the_task_needs_and_refuse
 
 
 def test_the_chart_shades_the_trained_lengths_in_both_panels_and_refuses_a_short_curve():
-    curves = {"rope": {"exact match": [1, 0.5, 0], "token accuracy": [1, 0.9, 0.8]}}
+    curves = {"rope": {"exact_match": [1, 0.5, 0], "token_accuracy": [1, 0.9, 0.8]}}
     fig = scheme_lengths([3, 4, 5], curves, (3, 4), "t")
     assert [(s.xref, s.x0, s.x1) for s in fig.layout.shapes] == [("x", 2.5, 4.5), ("x2", 2.5, 4.5)]
     assert [(t.xaxis, t.name, t.showlegend) for t in fig.data] == [("x", "rope", True), ("x2", "rope", False)]
     with pytest.raises(ValueError, match="2 values for 3 lengths"):
-        scheme_lengths([3, 4, 5], {"rope": {"exact match": [1, 0.5], "token accuracy": [1, 1, 1]}}, (3, 4), "t")
+        scheme_lengths([3, 4, 5], {"rope": {"exact_match": [1, 0.5], "token_accuracy": [1, 1, 1]}}, (3, 4), "t")
 
 
 def test_the_page_shows_each_scheme_by_length_as_the_library_computes_it(app, bundles):

@@ -10,7 +10,7 @@ from helpers.repo import needs_reverse
 from transformer.charts import attention_heatmap, head_grid, read_labels, token_labels
 from transformer.charts.common import display_piece
 from transformer.network.decoding import greedy_decode
-from ui.display import DECODER_ROWS
+from ui.display import decoder_rows
 
 pytestmark = needs_reverse
 
@@ -47,9 +47,9 @@ def test_home_attention_and_train_label_decoder_rows_alike(app, bundle):
     chart = spec(home, "fig-home-cross")["data"][0]
     assert chart["y"] == read_labels(result.output_pieces)
     assert written_of(chart) == [display_piece(p) for p in result.output_pieces]
-    assert any(DECODER_ROWS in c.value for c in home.caption)
+    assert any(decoder_rows() in c.value for c in home.caption)
 
     attention = app("pages/explore/attention.py")
     big = next(s for s in specs(attention) if " · layer " in s["layout"]["title"]["text"])
     assert big["data"][0]["y"] == chart["y"]  # the same rows as the home page, for the same input
-    assert any(DECODER_ROWS in c.value for c in attention.caption)
+    assert any(decoder_rows() in c.value for c in attention.caption)

@@ -245,9 +245,9 @@ def test_cli_refuses_bad_settings_before_reading_the_checkpoint(tmp_path, capsys
 
 
 def test_sampling_bars_show_the_given_values_and_mark_the_drawn_token():
-    stages = {"model": [0.5, 0.3, 0.2], "after temperature": [0.7, 0.2, 0.1], "after top-k / top-p": [0.8, 0.2, 0]}
+    stages = {"model": [0.5, 0.3, 0.2], "tempered": [0.7, 0.2, 0.1], "filtered": [0.8, 0.2, 0]}
     fig = sampling_bars(["a", " ", "</s>"], stages, drawn=" ", title="step 2")
-    assert [bar.name for bar in fig.data] == list(stages)
+    assert [bar.name for bar in fig.data] == ["model", "after temperature", "after top-k / top-p"]
     for bar, values in zip(fig.data, stages.values()):
         np.testing.assert_array_equal(bar.x, values)
         assert list(bar.y) == ["a", "␣", "&lt;/s&gt;"] and list(bar.marker.line.width) == [0, 3, 0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from transformer.i18n import t
 from transformer.network.budget import evaluation_estimate
 from .evaluation import MAX_EVAL_SAMPLES, evaluate_pairs
 from transformer.tasks import LetterTask, Task, TaskError
@@ -29,8 +30,7 @@ class LengthError(ValueError):
 def trained_lengths(task: Task) -> tuple[int, int]:
     """(shortest, longest) input length the task was trained on; LengthError for a task without a length."""
     if not isinstance(task, LetterTask):
-        raise LengthError(f"the {task.name} task has no input-length parameter; evaluation by length covers "
-                          f"{', '.join(LENGTH_TASKS)}")
+        raise LengthError(t("messages.no_lengths", task=task.name, tasks=", ".join(LENGTH_TASKS)))
     return task.min_len, task.max_len
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from transformer.i18n import t
 from transformer.network.budget import decode_estimate, evaluation_estimate
 from transformer.network.decoding import greedy_batch
 from transformer.network.masks import padding_mask, target_mask
@@ -71,21 +72,22 @@ def varied_lengths(examples: list[str], n: int = 3) -> list[str]:
     return picked
 
 
-def _check_texts(model: EncoderDecoder, tokenizer: Tokenizer, texts: list[str], role: str) -> None:
-    """Each text encodes (TokenizerError names unknown characters) within the model's length budget."""
+def _check_texts(model: EncoderDecoder, tokenizer: Tokenizer, texts: list[str], too_long: str) -> None:
+    """Each text encodes (TokenizerError names unknown characters) within the model's length budget (else the
+    message of catalog key `too_long`)."""
     limit = model.config.max_len - 1
     for text in texts:
         if len(tokenizer.encode(text)) > limit:
-            raise BatchError(f"the {role} {text!r} is too long: this model reads at most {limit} tokens")
+            raise BatchError(t(too_long, text=repr(text), most=limit))
 
 
 def check_sources(model: EncoderDecoder, tokenizer: Tokenizer, sources: list[str]) -> None:
     """BatchError (or TokenizerError) unless `sources` can form one batch for this model."""
     if not MIN_BATCH <= len(sources) <= MAX_BATCH:
-        raise BatchError(f"type {MIN_BATCH} to {MAX_BATCH} inputs, one per line; got {len(sources)}")
+        raise BatchError(t("messages.batch_size", lo=MIN_BATCH, hi=MAX_BATCH, n=len(sources)))
     if not all(sources):
-        raise BatchError("an input is empty: type at least one character on each line")
-    _check_texts(model, tokenizer, sources, "input")
+        raise BatchError(t("messages.batch_empty"))
+    _check_texts(model, tokenizer, sources, "messages.input_too_long_in_batch")
 
 
 @torch.no_grad()
@@ -107,7 +109,7 @@ def masked_batch(model: EncoderDecoder, tokenizer: Tokenizer, pairs: list[tuple[
     `masks.target_mask`, and run one traced teacher-forced pass. `causal=False` replaces the target mask
     by its padding part alone, so every decoder position also sees the later ones."""
     check_sources(model, tokenizer, [s for s, _ in pairs])
-    _check_texts(model, tokenizer, [t for _, t in pairs], "target")
+    _check_texts(model, tokenizer, [target for _, target in pairs], "messages.target_too_long_in_batch")
     src, tgt = encode_pairs(tokenizer, pairs)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     estimate = decode_estimate(model.config, src.shape[1], tgt_in.shape[1], rows=len(pairs))

@@ -12,14 +12,14 @@ from .attention import (
     attention_heatmap, head_grid, mask_heatmap, padded_batch_heatmap, scores_heatmap, step_attention_rows,
     step_attention_spec,
 )
-from .common import KIND_COLORS, KIND_TITLES, attention_title, read_labels, token_labels, with_title_line
+from .common import KIND_COLORS, KIND_SHORT, KIND_TITLES, attention_title, read_labels, token_labels, with_title_line
 from .encodings import embedding_sum, position_similarity, positional_curves, positional_matrix, token_vectors
 from .sampling import sampling_bars, tokens_that_matter
 from .stats import TOPK_SCALES, head_stats_heatmap, topk_bar, topk_spec, training_curves
 
 __all__ = [
-    "KIND_COLORS", "KIND_TITLES", "TOPK_SCALES", "architecture_diagram", "attention_heatmap", "attention_title",
-    "embedding_sum", "head_grid", "head_stats_heatmap", "importance_heatmap", "mask_heatmap",
+    "KIND_COLORS", "KIND_SHORT", "KIND_TITLES", "TOPK_SCALES", "architecture_diagram", "attention_heatmap",
+    "attention_title", "embedding_sum", "head_grid", "head_stats_heatmap", "importance_heatmap", "mask_heatmap",
     "padded_batch_heatmap", "position_similarity", "positional_curves", "positional_matrix", "read_labels",
     "removal_curve", "sampling_bars", "scores_heatmap", "step_attention_rows", "step_attention_spec", "token_labels",
     "token_vectors", "tokens_that_matter", "topk_bar", "topk_spec", "training_curves", "with_title_line",

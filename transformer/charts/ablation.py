@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import KIND_COLORS, KIND_TITLES, WEIGHT_SCALE, figure, panel_axes, side_by_side
+from transformer.i18n import t
+
+from .common import EXTRA, KIND_COLORS, KIND_TITLES, WEIGHT_SCALE, figure, panel_axes, side_by_side
 
 
 def importance_heatmap(drops: dict[str, np.ndarray], title: str) -> go.Figure:
@@ -20,9 +22,9 @@ def importance_heatmap(drops: dict[str, np.ndarray], title: str) -> go.Figure:
         traces.append(go.Heatmap(
             z=values, x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
             zmin=0.0, zmax=top, colorscale=WEIGHT_SCALE, showscale=i == len(kinds) - 1, xgap=2, ygap=2,
-            colorbar=dict(title=dict(text="drop"), thickness=14), texttemplate="%{z:.2f}", textfont=dict(size=13),
-            name=kind, hovertemplate=f"{KIND_TITLES[kind]} %{{y}} %{{x}}<br>exact match drops by %{{z:.3f}}"
-                                     "<extra></extra>", **panel_axes(i)))
+            colorbar=dict(title=dict(text=t("charts.ablation.drop")), thickness=14), texttemplate="%{z:.2f}",
+            textfont=dict(size=13), name=kind, hovertemplate=t("charts.hover.drop", kind=KIND_TITLES[kind]) + EXTRA,
+            **panel_axes(i)))
     layers = max(np.shape(d)[0] for d in drops.values())
     heads = max(np.shape(d)[1] for d in drops.values())
     panels = side_by_side([KIND_TITLES[k] for k in kinds], spacing=0.08, xaxis={}, yaxis=dict(autorange="reversed"))
@@ -35,12 +37,12 @@ def removal_curve(removal: list[dict], title: str) -> go.Figure:
     that went last (its kind's colour)."""
     counts = [step["removed"] for step in removal]
     values = [step["exact_match"] for step in removal]
-    names = [step["head"] or "none (intact)" for step in removal]
+    names = [step["head"] or t("charts.ablation.intact") for step in removal]
     colors = [KIND_COLORS.get((step["head"] or "").split(":")[0], "#222222") for step in removal]
     trace = go.Scatter(x=counts, y=values, mode="lines+markers", line=dict(color="#444444", width=2),
                        marker=dict(size=9, color=colors), customdata=names,
-                       hovertemplate="%{x} removed, last %{customdata}<br>exact match %{y:.3f}<extra></extra>")
+                       hovertemplate=t("charts.hover.removed") + EXTRA)
     return figure([trace], title, height=360, width=max(420, 26 * len(counts) + 160), left=60,
-                  xaxis=dict(title=dict(text="heads removed (most important first)"), dtick=1 if len(counts) <= 30
+                  xaxis=dict(title=dict(text=t("charts.ablation.removed_axis")), dtick=1 if len(counts) <= 30
                              else None, zeroline=False),
-                  yaxis=dict(title=dict(text="held-out exact match"), range=[0, 1.02]))
+                  yaxis=dict(title=dict(text=t("charts.held_out_exact_match")), range=[0, 1.02]))

@@ -20,7 +20,9 @@ from PIL import Image, ImageDraw, ImageFont
 import plotly.graph_objects as go
 
 from transformer.charts import attention_title, step_attention_spec, token_labels
+from transformer.i18n import t
 from .export import figure_to_image, figures_to_images
+from .fonts import cjk_font, wide
 
 FORMATS = ("gif", "mp4")
 MIME_TYPES = {"gif": "image/gif", "mp4": "video/mp4"}
@@ -64,8 +66,8 @@ def decode_specs(result, most: int = MAX_FRAMES) -> list[FrameSpec]:
     """One frame per decoding step (thinned to `most`): the output written so far, then the step's cross- and
     decoder self-attention as the decode page shows them."""
     n = len(result.steps)
-    return [FrameSpec(f"Step {t + 1} of {n} · output so far: {written(result, t)}",
-                      [decode_step_figure(result, t, kind) for kind in STEP_KINDS]) for t in thin(n, most)]
+    return [FrameSpec(t("charts.animation.step", step=i + 1, steps=n, written=written(result, i)),
+                      [decode_step_figure(result, i, kind) for kind in STEP_KINDS]) for i in thin(n, most)]
 
 
 def thin(count: int, most: int = MAX_FRAMES) -> list[int]:
@@ -87,9 +89,12 @@ def figure_pixels(fig: go.Figure, scale: float = 1) -> np.ndarray:
 
 
 def caption_strip(text: str, width: int) -> np.ndarray:
-    """A white (CAPTION_PX, width, 3) strip with `text` in dark grey, left-aligned (Pillow's own font)."""
+    """A white (CAPTION_PX, width, 3) strip with `text` in dark grey, left-aligned (Pillow's own font; Chinese in
+    the machine's CJK font, fonts.cjk_font)."""
     strip = Image.new("RGB", (width, CAPTION_PX), (WHITE,) * 3)
-    font = ImageFont.load_default(size=CAPTION_FONT_PX)
+    cjk = cjk_font() if wide(text) else None
+    font = ImageFont.load_default(size=CAPTION_FONT_PX) if cjk is None else ImageFont.truetype(
+        cjk.path, CAPTION_FONT_PX, index=cjk.index)
     ImageDraw.Draw(strip).text((12, (CAPTION_PX - CAPTION_FONT_PX) // 2), text, fill=(34, 34, 34), font=font)
     return np.asarray(strip)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from transformer.i18n import Texts, t
+
 from .common import KIND_COLORS, display_piece, figure
 
 ENC_X, DEC_X, HALF = 25.0, 73.0, 19.5  # column centres and half-width, in a 0..100 drawing space
@@ -12,7 +14,9 @@ ENC_X, DEC_X, HALF = 25.0, 73.0, 19.5  # column centres and half-width, in a 0..
 # margins squeeze the boxes' text
 LABEL_MARGINS = dict(left=30, right=16)
 FFN_COLOR, IO_COLOR, STACK_COLOR = "#6B6B6B", "#F2F2F2", "#FAFAFA"
-NORM_TEXT = {"pre": "pre-norm: x + sublayer(norm(x))", "post": "post-norm: norm(x + sublayer(x))"}
+NORM_TEXT = Texts({"pre": "charts.arch.pre_norm", "post": "charts.arch.post_norm"})
+POSITIONS = Texts({"sinusoidal": "charts.arch.sinusoidal", "learned": "charts.arch.learned", "none": "charts.arch.none",
+                   "rope": "charts.arch.rope", "alibi": "charts.arch.alibi"})  # what the embedding box adds
 
 
 def _tint(hex_color: str, alpha: float) -> str:
@@ -54,38 +58,34 @@ class _Drawing:
 
 def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_model: int, d_ff: int,
                          norm: str = "pre", positional: str = "sinusoidal",
-                         title: str = "The active model") -> go.Figure:
+                         title: str | None = None) -> go.Figure:
     """Encoder and decoder stacks with their sublayers, coloured by attention kind as on every other page,
     and the encoder's output (memory) feeding each decoder layer's cross-attention."""
     draw = _Drawing()
-    d_head = d_model // n_heads
-    heads = f"{n_heads} head{'s' if n_heads > 1 else ''} × {d_head} dims"
-    positions = {"sinusoidal": "+ sinusoidal positions", "learned": "+ learned positions",
-                 "none": "(no positions)", "rope": "(RoPE in self-attention)",
-                 "alibi": "(ALiBi in self-attention)"}[positional]
-    ffn = f"<b>Feed-forward</b><br>{d_model} → {d_ff} → {d_model}"
+    heads = t("charts.arch.heads", n=n_heads, dims=d_model // n_heads)
+    ffn = t("charts.arch.ffn", d_model=d_model, d_ff=d_ff)
 
     sublayers = {
-        ENC_X: [(27, 37, f"<b>Self-attention</b><br>{heads}", KIND_COLORS["encoder_self"]),
+        ENC_X: [(27, 37, t("charts.arch.self", heads=heads), KIND_COLORS["encoder_self"]),
                 (43, 53, ffn, FFN_COLOR)],
-        DEC_X: [(27, 37, f"<b>Masked self-attention</b><br>{heads}<br>each position sees earlier ones only",
-                 KIND_COLORS["decoder_self"]),
-                (45, 55, f"<b>Cross-attention</b><br>{heads}<br>keys &amp; values from the memory",
-                 KIND_COLORS["cross"]),
+        DEC_X: [(27, 37, t("charts.arch.masked_self", heads=heads), KIND_COLORS["decoder_self"]),
+                (45, 55, t("charts.arch.cross", heads=heads), KIND_COLORS["cross"]),
                 (63, 73, ffn, FFN_COLOR)],
     }
-    draw.stack(ENC_X, 22, 58, n_enc_layers, f"×{n_enc_layers}<br>encoder<br>layer{'s' * (n_enc_layers > 1)}", -1)
-    draw.stack(DEC_X, 22, 80, n_dec_layers, f"×{n_dec_layers}<br>decoder<br>layer{'s' * (n_dec_layers > 1)}", 1)
-    for (cx, boxes), name in zip(sublayers.items(), ("source tokens … </s>", "<s> + tokens so far")):
-        draw.box(cx, 1, 6, display_piece(name), "#888", IO_COLOR, dash="dot")
-        draw.box(cx, 10.5, 17.5, f"embedding × √{d_model} {positions}", "#888", IO_COLOR)
+    draw.stack(ENC_X, 22, 58, n_enc_layers, t("charts.arch.encoder_layers", n=n_enc_layers), -1)
+    draw.stack(DEC_X, 22, 80, n_dec_layers, t("charts.arch.decoder_layers", n=n_dec_layers), 1)
+    inputs = (t("charts.arch.source", eos=display_piece("</s>")), t("charts.arch.target", bos=display_piece("<s>")))
+    for (cx, boxes), name in zip(sublayers.items(), inputs):
+        draw.box(cx, 1, 6, name, "#888", IO_COLOR, dash="dot")
+        draw.box(cx, 10.5, 17.5, t("charts.arch.embedding", d_model=d_model, positions=POSITIONS[positional]), "#888",
+                 IO_COLOR)
         draw.arrow(cx, 6, cx, 10.5)
         draw.arrow(cx, 17.5, cx, boxes[0][0])
         for y0, y1, text, color in boxes:
             draw.box(cx, y0, y1, text, color)
         for below, above in zip(boxes, boxes[1:]):
             draw.arrow(cx, below[1], cx, above[0])
-    draw.box(DEC_X, 88, 96, "<b>Linear + softmax</b> → next-token probabilities", "#888", IO_COLOR)
+    draw.box(DEC_X, 88, 96, t("charts.arch.generator"), "#888", IO_COLOR)
     draw.arrow(DEC_X, 73, DEC_X, 88)
 
     # memory: from the top of the encoder, over and down into every decoder layer's cross-attention
@@ -93,11 +93,11 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
                                               f"L {(ENC_X + DEC_X) / 2},50",
                             line=dict(color=KIND_COLORS["cross"], width=3)))
     draw.arrow((ENC_X + DEC_X) / 2, 50, DEC_X - HALF + 2.5, 50)
-    draw.note(x=(ENC_X + DEC_X) / 2 - 1, y=67, text="memory", yanchor="bottom",
+    draw.note(x=(ENC_X + DEC_X) / 2 - 1, y=67, text=t("charts.arch.memory"), yanchor="bottom",
               font=dict(size=14, color=KIND_COLORS["cross"]))
     draw.note(x=ENC_X - HALF, y=92, font=dict(size=13, color="#555"), align="left", xanchor="left",
               text=f"d_model = {d_model}<br>{NORM_TEXT[norm]}")  # two lines: one reached the output box
-    return figure([], title, height=640, width=900, **LABEL_MARGINS, showlegend=False,
+    return figure([], title or t("charts.arch.title"), height=640, width=900, **LABEL_MARGINS, showlegend=False,
                   shapes=draw.shapes, annotations=draw.annotations,
                   xaxis=dict(visible=False, range=[-2, 102], fixedrange=True),
                   yaxis=dict(visible=False, range=[-1, 98], fixedrange=True))

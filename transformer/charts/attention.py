@@ -5,27 +5,37 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from transformer.i18n import t
+
 from .common import (
-    CATEGORY_AXIS, DIVERGING_SCALE, KIND_TITLES, MASKED_COLOR, WEIGHT_COLORS, WEIGHT_SCALE, as_array, cell_size,
-    check_labels, display_piece, figure, masked_overlay, matrix_figure, matrix_spec,
+    CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, KIND_TITLES, MASKED_COLOR, WEIGHT_COLORS, WEIGHT_SCALE, as_array,
+    cell_size, check_labels, display_piece, figure, masked_overlay, matrix_figure, matrix_spec,
 )
 
-WEIGHT_HOVER = "query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
-# Decoder queries are labelled by the token the decoder read there (<s> first); the hover adds the token it wrote
-WRITTEN_HOVER = "query: read %{y}, wrote %{customdata}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"
+GUTTER = 1  # NaN cells between the tiles of head_grid
+
+
+def weight_hover() -> str:
+    """A weight cell's hover: query, key, weight."""
+    return t("charts.hover.weight") + EXTRA
+
+
+def weight_bar() -> dict:
+    """The colour bar of every chart of attention weights: the fixed 0..1 scale."""
+    return dict(title=dict(text=t("charts.weight")), tickvals=[0, 0.25, 0.5, 0.75, 1], len=0.9)
 
 
 def _written(written, shape) -> dict:
     """The heatmap arguments that add "wrote <token>" to each cell's hover, given the token each query row
-    wrote (decoder queries); none when `written` is None."""
+    wrote (decoder queries, labelled by the token the decoder read there, <s> first); none when `written` is
+    None."""
     if written is None:
-        return {"hovertemplate": WEIGHT_HOVER}
+        return {"hovertemplate": weight_hover()}
     rows = np.array([display_piece(p) for p in written], dtype=object)
     if len(rows) != shape[0]:
         raise ValueError(f"{len(rows)} written tokens for {shape[0]} query rows")
-    return {"customdata": np.broadcast_to(rows[:, None], shape), "hovertemplate": WRITTEN_HOVER}
-GUTTER = 1  # NaN cells between the tiles of head_grid
-WEIGHT_BAR = dict(title=dict(text="weight"), tickvals=[0, 0.25, 0.5, 0.75, 1], len=0.9)
+    return {"customdata": np.broadcast_to(rows[:, None], shape),
+            "hovertemplate": t("charts.hover.written", wrote="%{customdata}") + EXTRA}
 
 
 def _labels(matrix: np.ndarray, query_labels, key_labels) -> tuple[list[str], list[str]]:
@@ -47,14 +57,14 @@ def _click_layer(weights: np.ndarray, x: list[str], y: list[str], side: int, wri
     text, with `written`, the token its row wrote (for the hover)."""
     q, k = weights.shape
     rows, cols = np.divmod(np.arange(q * k), k)
-    query = "query %{y}" if written is None else "query: read %{y}, wrote %{text}"
+    hover = t("charts.hover.cell") if written is None else t("charts.hover.written_cell", wrote="%{text}")
     return go.Scatter(
         x=np.array(x, dtype=object)[cols], y=np.array(y, dtype=object)[rows], mode="markers",
         customdata=np.column_stack([rows, cols, weights.ravel()]).astype(np.float32),
         text=None if written is None else np.array([display_piece(p) for p in written], dtype=object)[rows],
         marker=dict(size=side, symbol="square", opacity=0), selected=dict(marker=dict(opacity=0)),
         unselected=dict(marker=dict(opacity=0)), showlegend=False, name="cells",
-        hovertemplate=query + "<br>key %{x}<br>weight %{customdata[2]:.3f}<extra></extra>",
+        hovertemplate=hover + EXTRA,
     )
 
 
@@ -70,11 +80,11 @@ def attention_heatmap(weights, query_labels: list[str], key_labels: list[str], t
     z = w if blocked is None else np.where(blocked, np.nan, w).astype(np.float32)
     side = cell_size(*w.shape)
     traces = [go.Heatmap(
-        z=z, x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR, xgap=1, ygap=1,
+        z=z, x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=weight_bar(), xgap=1, ygap=1,
         hoverongaps=False, hoverinfo="skip" if clickable else None, **_written(written, w.shape),
     )]
     if blocked is not None:
-        traces.append(masked_overlay(blocked, x, y, "masked: weight 0"))
+        traces.append(masked_overlay(blocked, x, y, t("charts.masked_zero")))
     extra = {}
     if clickable:
         traces.append(_click_layer(w, x, y, side, written))
@@ -112,18 +122,18 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
     w = as_array(weights, 4, "weights")
     layers, heads, q, k = w.shape
     _labels(w, query_labels, key_labels)
-    y = _tiled_categories("L", layers, "query", list(query_labels))
-    x = _tiled_categories("H", heads, "key", list(key_labels))
+    y = _tiled_categories("L", layers, t("charts.query"), list(query_labels))
+    x = _tiled_categories("H", heads, t("charts.key"), list(key_labels))
     side = int(np.clip(960 / len(x), 3, 26))
-    hover = {"hovertemplate": "%{y}<br>%{x}<br>weight %{z:.3f}<extra></extra>"}
+    hover = {"hovertemplate": t("charts.hover.grid", row="%{y}") + EXTRA}
     if written is not None:  # the token each decoder query row wrote, repeated over the tiles (gutters blank)
-        wrote = np.array([f"wrote {display_piece(p)}" for p in check_labels(written, q, "written tokens")] + [""],
-                         dtype=object)
+        wrote = np.array([t("charts.wrote", token=display_piece(p)) for p in check_labels(written, q, "written tokens")]
+                         + [""], dtype=object)
         rows = np.tile(np.arange(q + GUTTER), layers)[: len(y)]
         rows[rows >= q] = q
         hover = {"customdata": np.broadcast_to(wrote[rows][:, None], (len(y), len(x))),
-                 "hovertemplate": "%{y}, %{customdata}<br>%{x}<br>weight %{z:.3f}<extra></extra>"}
-    heatmap = go.Heatmap(z=_tile(w), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=WEIGHT_BAR,
+                 "hovertemplate": t("charts.hover.grid", row="%{y}, %{customdata}") + EXTRA}
+    heatmap = go.Heatmap(z=_tile(w), x=x, y=y, colorscale=WEIGHT_SCALE, zmin=0, zmax=1, colorbar=weight_bar(),
                          hoverongaps=False, **hover)
     centre_q, centre_k = q // 2, k // 2
     xaxis = dict(CATEGORY_AXIS, side="top", showgrid=False,
@@ -132,7 +142,7 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
     yaxis = dict(CATEGORY_AXIS, autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain",
                  tickvals=[y[i * (q + GUTTER) + centre_q] for i in range(layers)],
                  ticktext=[f"L{i + 1}" for i in range(layers)], tickfont=dict(size=14))
-    title = title or f"{KIND_TITLES.get(kind, kind)} · all {layers} layers × {heads} heads"
+    title = title or t("charts.all_heads", kind=KIND_TITLES.get(kind, kind), layers=layers, heads=heads)
     return figure([heatmap], title, height=len(y) * side + 110, width=len(x) * side + 150, xaxis=xaxis,
                   yaxis=yaxis)
 
@@ -147,7 +157,7 @@ def step_attention_spec(weights, key_labels: list[str], title: str) -> dict:
     y = [f"L{i + 1} H{h + 1}" for i in range(layers) for h in range(heads)]
     heatmap = dict(
         type="heatmap", z=w.reshape(layers * heads, k), x=x, y=y, colorscale=WEIGHT_COLORS, zmin=0, zmax=1,
-        colorbar=WEIGHT_BAR, xgap=1, ygap=1, hovertemplate="head %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+        colorbar=weight_bar(), xgap=1, ygap=1, hovertemplate=t("charts.hover.step_head") + EXTRA,
     )
     rules = [dict(type="line", x0=-0.5, x1=k - 0.5, y0=i * heads - 0.5, y1=i * heads - 0.5,
                   line=dict(color="#222", width=2)) for i in range(1, layers)]  # a dark rule between layers
@@ -171,11 +181,11 @@ def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str],
     bound = float(magnitudes.max()) if magnitudes.size and magnitudes.max() > 0 else 1.0
     traces = [go.Heatmap(
         z=shown, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-bound, zmax=bound, zmid=0, xgap=1, ygap=1,
-        colorbar=dict(title=dict(text="score"), len=0.9), hoverongaps=False,
-        hovertemplate="query %{y}<br>key %{x}<br>score %{z:.2f}<extra></extra>",
+        colorbar=dict(title=dict(text=t("charts.score")), len=0.9), hoverongaps=False,
+        hovertemplate=t("charts.hover.score") + EXTRA,
     )]
     if blocked is not None:
-        traces.append(masked_overlay(blocked, x, y, "masked (-inf)"))
+        traces.append(masked_overlay(blocked, x, y))
     return matrix_figure(traces, title, y, x, cell_size(*s.shape))
 
 
@@ -200,11 +210,12 @@ def mask_heatmap(mask, query_labels: list[str], key_labels: list[str], title: st
     y, x = _labels(allowed, query_labels, key_labels)
     traces = [go.Heatmap(
         z=np.where(allowed, 1.0, np.nan).astype(np.float32), x=x, y=y, zmin=0, zmax=1, xgap=1, ygap=1,
-        colorscale=_discrete_scale([MASKED_COLOR, "#0072B2"]), colorbar=_category_bar(["blocked", "may attend"]),
-        hoverongaps=False, hovertemplate="query %{y}<br>key %{x}<br>may attend<extra></extra>",
+        colorscale=_discrete_scale([MASKED_COLOR, "#0072B2"]),
+        colorbar=_category_bar([t("charts.blocked"), t("charts.may_attend")]), hoverongaps=False,
+        hovertemplate=t("charts.hover.masked", label=t("charts.may_attend")) + EXTRA,
     )]
     if not allowed.all():
-        traces.append(masked_overlay(~allowed, x, y, "blocked"))
+        traces.append(masked_overlay(~allowed, x, y, t("charts.blocked")))
     return matrix_figure(traces, title, y, x, cell_size(*allowed.shape))
 
 
@@ -217,12 +228,12 @@ def padded_batch_heatmap(ids, pieces: list[list[str]], title: str, pad_id: int =
         raise ValueError("ids must be (sequences, positions) with one piece per id")
     kind = np.where(ids == pad_id, 0, np.where(np.isin(ids, special_ids), 1, 2))
     text = [[f"{display_piece(p)}<br>{i}" for p, i in zip(row_p, row_i)] for row_p, row_i in zip(pieces, ids.tolist())]
-    rows, cols = [f"seq {b + 1}" for b in range(ids.shape[0])], [str(t) for t in range(ids.shape[1])]
+    rows, cols = [t("charts.seq", n=b + 1) for b in range(ids.shape[0])], [str(i) for i in range(ids.shape[1])]
     heatmap = go.Heatmap(
         z=kind.astype(np.float32), x=cols, y=rows, zmin=0, zmax=2, xgap=2, ygap=2,
         colorscale=_discrete_scale(["#BDBDBD", "#F3C77B", "#CFE3F3"]),
-        colorbar=_category_bar([display_piece("<pad>"), "special", "token"]),
+        colorbar=_category_bar([display_piece("<pad>"), t("charts.special"), t("charts.token")]),
         text=text, texttemplate="%{text}", textfont=dict(size=13, color="#111"),
-        hovertemplate="%{y}, position %{x}<br>%{text}<extra></extra>",
+        hovertemplate=t("charts.hover.batch") + EXTRA,
     )
     return matrix_figure([heatmap], title, rows, cols, col_px=52, row_px=48)

@@ -4,29 +4,38 @@ masked-cell overlay."""
 from __future__ import annotations
 
 import html
+import unicodedata
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
+
+from transformer.i18n import Texts, t
 
 # Attention weights always use this fixed 0..1 scale, so two heads' colours mean the same number.
 WEIGHT_SCALE = "Viridis"
 WEIGHT_COLORS = get_colorscale(WEIGHT_SCALE)  # the same as [position, colour] pairs, for specs of plain dicts
 DIVERGING_SCALE = "RdBu_r"  # signed values (scores, encodings): blue negative, red positive, white 0
 MASKED_COLOR = "#9a9a9a"
-FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=14, color="#222")
+# Chinese text in a CJK font of the machine drawing it (the reader's browser, or kaleido's Chromium for a PNG: see
+# fonts.cjk_font), the Simplified forms first
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, Noto Sans CJK SC, Noto Sans SC, Source Han Sans SC, "
+                   "PingFang SC, Microsoft YaHei, WenQuanYi Micro Hei, sans-serif", size=14, color="#222")
 # Okabe-Ito colours (colour-blind safe), one per attention kind, reused by every chart that names a kind.
 KIND_COLORS = {"encoder_self": "#0072B2", "decoder_self": "#D55E00", "cross": "#009E73"}
-KIND_TITLES = {
-    "encoder_self": "Encoder self-attention",
-    "decoder_self": "Decoder self-attention (masked)",
-    "cross": "Cross-attention",
-}
+KIND_TITLES = Texts({
+    "encoder_self": "charts.kind.encoder_self",
+    "decoder_self": "charts.kind.decoder_self",
+    "cross": "charts.kind.cross",
+})
+KIND_SHORT = Texts({"encoder_self": "charts.kind_short.encoder_self", "decoder_self": "charts.kind_short.decoder_self",
+                    "cross": "charts.kind_short.cross"})  # a kind in a few words, for a title in half a page
 HIGHLIGHT, MUTED = "#E69F00", "#56B4E9"
 # Token labels ("06 7", "09 0" for a date) can look like numbers or dates to plotly.js, which then guesses a
 # linear or date axis and draws nothing; every axis of labels says it holds categories.
 CATEGORY_AXIS = dict(type="category")
 COLORBAR_PX = 120  # pixels a heatmap figure keeps right of its cells for the colour bar
+EXTRA = "<extra></extra>"  # ends a hover template: no trace name box beside the hover
 
 
 def display_piece(piece: str) -> str:
@@ -46,8 +55,8 @@ def attention_title(kind: str, layer: int | None = None, head: int | None = None
                     extra: str = "") -> str:
     """"Cross-attention · layer 1 · head 3 · step 5" from 0-based indices (shown 1-based)."""
     parts = [KIND_TITLES.get(kind, kind)]
-    parts += [f"{name} {value + 1}" for name, value in (("layer", layer), ("head", head), ("step", step))
-              if value is not None]
+    parts += [t(key, n=value + 1) for key, value in (("charts.layer", layer), ("charts.head", head),
+                                                      ("charts.step", step)) if value is not None]
     return " · ".join(parts + ([extra] if extra else []))
 
 
@@ -137,9 +146,14 @@ def cell_size(rows: int, cols: int, target: int = 520, lo: int = 14, hi: int = 4
     return int(np.clip(target / max(rows, cols, 1), lo, hi))
 
 
+def text_width(text: str) -> float:
+    """A text's rendered width in ems, roughly: 0.62 a character, a full em for a wide (CJK) one."""
+    return sum(1.0 if unicodedata.east_asian_width(c) in "WF" else 0.62 for c in text)
+
+
 def _text_px(labels: list[str], size: int = 13) -> int:
     """Rough rendered width of the longest label."""
-    return int(0.62 * size * max((len(html.unescape(label)) for label in labels), default=1)) + 8
+    return int(size * max((text_width(html.unescape(label)) for label in labels), default=0.62)) + 8
 
 
 def matrix_spec(traces: list, title: str, y_labels: list[str], x_labels: list[str], col_px: int,
@@ -164,13 +178,13 @@ def matrix_figure(traces: list, title: str, y_labels: list[str], x_labels: list[
     return go.Figure(matrix_spec(traces, title, y_labels, x_labels, col_px, row_px, **extra))
 
 
-def masked_overlay(blocked: np.ndarray, x: list[str], y: list[str], label: str = "masked (-inf)") -> go.Heatmap:
+def masked_overlay(blocked: np.ndarray, x: list[str], y: list[str], label: str | None = None) -> go.Heatmap:
     """A grey layer with an "×" in each blocked cell, drawn over a heatmap whose blocked cells are NaN,
-    so a masked position never reads as a small number. Hover names it `label`."""
+    so a masked position never reads as a small number. Hover names it `label` ("masked (-inf)")."""
     z = np.where(blocked, 1.0, np.nan).astype(np.float32)
     return go.Heatmap(
         z=z, x=x, y=y, name="masked", colorscale=[[0, MASKED_COLOR], [1, MASKED_COLOR]], showscale=False,
         zmin=0, zmax=1, text=np.where(blocked, "×", ""), texttemplate="%{text}",
         textfont=dict(color="white", size=13), hoverongaps=False,
-        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{label}<extra></extra>", xgap=1, ygap=1,
+        hovertemplate=t("charts.hover.masked", label=label or t("charts.masked_inf")) + EXTRA, xgap=1, ygap=1,
     )

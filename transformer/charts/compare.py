@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .attention import WEIGHT_BAR, WEIGHT_HOVER, _blocked, _labels
+from transformer.i18n import t
+
+from .attention import _blocked, _labels, weight_bar, weight_hover
 from .common import (
-    CATEGORY_AXIS, DIVERGING_SCALE, WEIGHT_SCALE, as_array, cell_size, figure, masked_overlay, matrix_figure,
+    CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, WEIGHT_SCALE, as_array, cell_size, figure, masked_overlay, matrix_figure,
     panel_axes, side_by_side,
 )
 
@@ -27,21 +29,21 @@ def difference_heatmap(a, b, query_labels: list[str], key_labels: list[str], tit
     traces = [go.Heatmap(
         z=z, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-1, zmax=1, zmid=0, xgap=1, ygap=1, hoverongaps=False,
         colorbar=dict(title=dict(text="A − B"), tickvals=[-1, -0.5, 0, 0.5, 1], len=0.9),
-        hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.3f}<extra></extra>",
+        hovertemplate=t("charts.hover.difference") + EXTRA,
     )]
     if blocked is not None:
-        traces.append(masked_overlay(blocked, x, y, "masked: weight 0 in both"))
+        traces.append(masked_overlay(blocked, x, y, t("charts.masked_both")))
     return matrix_figure(traces, title, y, x, cell_size(*diff.shape))
 
 
-def score_bars(names: list[str], values: list[float | None], title: str, axis: str = "held-out exact match"
-               ) -> go.Figure:
-    """One horizontal bar per model (`names`, top to bottom) on 0..1, its value written beside it; None draws
-    no bar and says "n/a"."""
+def score_bars(names: list[str], values: list[float | None], title: str, axis: str | None = None) -> go.Figure:
+    """One horizontal bar per model (`names`, top to bottom) on 0..1 (`axis`: held-out exact match), its value
+    written beside it; None draws no bar and says "n/a"."""
+    axis = axis or t("charts.held_out_exact_match")
     shown = [np.nan if v is None else float(v) for v in values]
     bars = go.Bar(x=shown, y=names, orientation="h", marker=dict(color=list(PAIR_COLORS[:len(names)])),
-                  text=["n/a" if v is None else f"{v:.1%}" for v in values], textposition="outside",
-                  cliponaxis=False, hovertemplate=f"%{{y}}<br>{axis} %{{x:.3f}}<extra></extra>")
+                  text=[t("charts.n_a") if v is None else f"{v:.1%}" for v in values], textposition="outside",
+                  cliponaxis=False, hovertemplate=f"%{{y}}<br>{axis} %{{x:.3f}}" + EXTRA)
     return figure([bars], title, height=60 * len(names) + 120, showlegend=False,
                   xaxis=dict(range=[0, 1.15], tickformat=".0%", title=dict(text=axis), gridcolor="#eee"),
                   yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=14)))
@@ -57,8 +59,9 @@ def pair_heatmaps(heads: list[tuple | None], names: list[str], title: str) -> go
     for i, head in enumerate(heads):
         axes = panel_axes(i)
         if head is None:
-            annotations.append(dict(text="no such head", xref=f"{axes['xaxis']} domain", yref=f"{axes['yaxis']} domain",
-                                    x=0.5, y=0.5, showarrow=False, font=dict(size=15, color="#666")))
+            annotations.append(dict(text=t("charts.no_such_head"), xref=f"{axes['xaxis']} domain",
+                                    yref=f"{axes['yaxis']} domain", x=0.5, y=0.5, showarrow=False,
+                                    font=dict(size=15, color="#666")))
             continue
         weights, query_labels, key_labels, mask = head
         w = as_array(weights, 2, "weights")
@@ -66,10 +69,10 @@ def pair_heatmaps(heads: list[tuple | None], names: list[str], title: str) -> go
         blocked = _blocked(mask, w.shape)
         traces.append(go.Heatmap(
             z=w if blocked is None else np.where(blocked, np.nan, w).astype(np.float32), x=x, y=y, zmin=0, zmax=1,
-            colorscale=WEIGHT_SCALE, colorbar=WEIGHT_BAR, showscale=i == shown[-1], xgap=1, ygap=1,
-            hoverongaps=False, name=names[i], hovertemplate=f"{names[i]}<br>" + WEIGHT_HOVER, **axes))
+            colorscale=WEIGHT_SCALE, colorbar=weight_bar(), showscale=i == shown[-1], xgap=1, ygap=1,
+            hoverongaps=False, name=names[i], hovertemplate=f"{names[i]}<br>" + weight_hover(), **axes))
         if blocked is not None:
-            traces.append(masked_overlay(blocked, x, y, "masked: weight 0").update(**axes))
+            traces.append(masked_overlay(blocked, x, y, t("charts.masked_zero")).update(**axes))
     axis = dict(CATEGORY_AXIS, showgrid=False, zeroline=False, tickfont=dict(size=12))
     layout = side_by_side(names, spacing=0.16, xaxis=dict(axis, side="bottom", tickangle=-90),
                           yaxis=dict(axis, autorange="reversed"))

@@ -6,13 +6,18 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import display_piece, figure, panel_axes, side_by_side
+from transformer.i18n import Texts, t
 
-# metric name -> line colour (Okabe-Ito)
-METRIC_COLORS = {"exact match": "#0072B2", "token accuracy": "#E69F00"}
+from .common import EXTRA, display_piece, figure, panel_axes, side_by_side
+
+# metric -> line colour (Okabe-Ito), and its name on the chart
+METRIC_COLORS = {"exact_match": "#0072B2", "token_accuracy": "#E69F00"}
+METRICS = Texts({"exact_match": "charts.exact_match", "token_accuracy": "charts.token_accuracy"})
 # position scheme -> line colour and marker (Okabe-Ito; markers tell the lines apart without colour)
 SCHEME_STYLES = {"sinusoidal": ("#0072B2", "circle"), "learned": ("#E69F00", "square"),
                  "rope": ("#CC79A7", "diamond"), "alibi": ("#009E73", "triangle-up"), "none": ("#666", "x")}
+SCHEMES = Texts({"sinusoidal": "charts.scheme.sinusoidal", "learned": "charts.scheme.learned",
+                 "rope": "charts.scheme.rope", "alibi": "charts.scheme.alibi", "none": "charts.scheme.none"})
 TRAINED_FILL = "rgba(0, 158, 115, 0.13)"
 
 
@@ -28,7 +33,8 @@ def _trained_band(trained: tuple[int, int] | None, panels: int = 1) -> dict:
         shapes=[dict(type="rect", xref=x, yref=y, x0=lo - 0.5, x1=hi + 0.5, y0=0, y1=1, layer="below",
                      fillcolor=TRAINED_FILL, line=dict(width=0)) for x, y in zip(xrefs, yrefs)],
         annotations=[dict(xref=x, yref=y, x=(lo + hi) / 2, y=0.02, yanchor="bottom", showarrow=False,
-                          text=f"trained {lo}–{hi}" if panels > 1 else f"trained lengths {lo}–{hi}",
+                          text=t("charts.errors.trained" if panels > 1 else "charts.errors.trained_lengths", lo=lo,
+                                 hi=hi),
                           font=dict(size=13, color="#00704f")) for x, y in zip(xrefs, yrefs)])
 
 
@@ -45,46 +51,49 @@ def _steps_axis(n: int, title: str) -> dict:
 
 def length_metrics(lengths, metrics: dict[str, np.ndarray], trained: tuple[int, int] | None, title: str,
                    counts=None) -> go.Figure:
-    """One line per metric (`metrics`: name -> a 0..1 value per length in `lengths`), the trained lengths shaded;
-    `counts` (inputs per length) shown on hover."""
+    """One line per metric (`metrics`: metric, as in METRICS, -> a 0..1 value per length in `lengths`), the trained
+    lengths shaded; `counts` (inputs per length) shown on hover."""
     x = np.asarray(lengths, dtype=np.int64)
-    hover_n = "" if counts is None else "<br>%{customdata:,} inputs"
+    hover_n = "" if counts is None else t("charts.hover.inputs")
     traces = []
-    for name, values in metrics.items():
-        y = np.asarray(values, dtype=np.float32)
+    for metric, values in metrics.items():
+        y, name = np.asarray(values, dtype=np.float32), METRICS.get(metric, metric)
         if y.shape != x.shape:
             raise ValueError(f"{name}: {y.shape[0] if y.ndim else 0} values for {x.shape[0]} lengths")
         traces.append(go.Scatter(
-            x=x, y=y, name=name, mode="lines+markers", line=dict(color=METRIC_COLORS.get(name, "#444"), width=2.5),
+            x=x, y=y, name=name, mode="lines+markers", line=dict(color=METRIC_COLORS.get(metric, "#444"), width=2.5),
             marker=dict(size=8), customdata=None if counts is None else np.asarray(counts),
-            hovertemplate=f"length %{{x}}<br>{name} %{{y:.1%}}{hover_n}<extra></extra>"))
+            hovertemplate=t("charts.hover.length", name=name) + hover_n + EXTRA))
     band = _trained_band(trained)
     return figure(traces, title, height=380, top=96, left=60, **band,
                   legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
-                  xaxis=dict(title=dict(text="input length"), dtick=1 if len(x) <= 12 else None, gridcolor="#eee",
-                             range=[float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None),
-                  yaxis=dict(title=dict(text="held-out inputs"), range=[0, 1.04], tickformat=".0%", gridcolor="#eee"))
+                  xaxis=dict(title=dict(text=t("charts.errors.input_length")), dtick=1 if len(x) <= 12 else None,
+                             gridcolor="#eee", range=[float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None),
+                  yaxis=dict(title=dict(text=t("charts.errors.held_out_inputs")), range=[0, 1.04], tickformat=".0%",
+                             gridcolor="#eee"))
 
 
 def scheme_lengths(lengths, curves: dict[str, dict[str, np.ndarray]], trained: tuple[int, int], title: str,
-                   metrics: tuple[str, ...] = ("exact match", "token accuracy")) -> go.Figure:
-    """Models that differ in their position scheme, side by side: one panel per metric in `metrics`, one line
-    per scheme (`curves`: scheme -> metric name -> a 0..1 value per length in `lengths`), the trained lengths
-    shaded in every panel."""
+                   metrics: tuple[str, ...] = ("exact_match", "token_accuracy")) -> go.Figure:
+    """Models that differ in their position scheme, side by side: one panel per metric in `metrics` (as in
+    METRICS), one line per scheme (`curves`: scheme -> metric -> a 0..1 value per length in `lengths`), the
+    trained lengths shaded in every panel."""
     x = np.asarray(lengths, dtype=np.int64)
     traces = []
     for scheme, values in curves.items():
         color, symbol = SCHEME_STYLES.get(scheme, ("#444", "circle"))
+        name = SCHEMES.get(scheme, scheme)
         for i, metric in enumerate(metrics):
             y = np.asarray(values[metric], dtype=np.float32)
             if y.shape != x.shape:
                 raise ValueError(f"{scheme} {metric}: {y.shape[0] if y.ndim else 0} values for {x.shape[0]} lengths")
             traces.append(go.Scatter(
-                x=x, y=y, name=scheme, legendgroup=scheme, showlegend=i == 0, mode="lines+markers",
+                x=x, y=y, name=name, legendgroup=scheme, showlegend=i == 0, mode="lines+markers",
                 line=dict(color=color, width=2.5), marker=dict(size=8, symbol=symbol), **panel_axes(i),
-                hovertemplate=f"{scheme}<br>length %{{x}}<br>{metric} %{{y:.1%}}<extra></extra>"))
+                hovertemplate=f"{name}<br>" + t("charts.hover.length", name=METRICS.get(metric, metric)) + EXTRA))
     span = [float(x.min()) - 0.7, float(x.max()) + 0.7] if len(x) else None
-    panels = side_by_side(list(metrics), 0.08, dict(title=dict(text="input length"), range=span, gridcolor="#eee"),
+    panels = side_by_side([METRICS.get(m, m) for m in metrics], 0.08,
+                          dict(title=dict(text=t("charts.errors.input_length")), range=span, gridcolor="#eee"),
                           dict(range=[0, 1.04], tickformat=".0%", gridcolor="#eee"), share_y=True)
     band = _trained_band(trained, len(metrics))
     panels["annotations"] += band.pop("annotations")
@@ -102,18 +111,18 @@ def position_accuracy(counts, hits, first_errors, title: str) -> go.Figure:
     steps = np.arange(1, len(counts) + 1)
     share = np.divide(hits, counts, out=np.zeros(len(counts)), where=counts > 0).astype(np.float32)
     traces = [
-        go.Bar(x=steps, y=share, name="token right", marker=dict(color="#56B4E9"),
-               customdata=np.stack([hits, counts], 1),
-               hovertemplate="step %{x}<br>%{y:.1%} right (%{customdata[0]:,} of %{customdata[1]:,})<extra></extra>"),
-        go.Scatter(x=steps, y=first, name="first wrong step", yaxis="y2", mode="lines+markers",
+        go.Bar(x=steps, y=share, name=t("charts.errors.token_right"), marker=dict(color="#56B4E9"),
+               customdata=np.stack([hits, counts], 1), hovertemplate=t("charts.hover.step_right") + EXTRA),
+        go.Scatter(x=steps, y=first, name=t("charts.errors.first_wrong"), yaxis="y2", mode="lines+markers",
                    line=dict(color="#D55E00", width=2), marker=dict(size=7),
-                   hovertemplate="step %{x}<br>%{y:,} outputs first go wrong here<extra></extra>"),
+                   hovertemplate=t("charts.hover.first_wrong") + EXTRA),
     ]
     return figure(traces, title, height=380, top=96, left=60,
                   legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
-                  xaxis=_steps_axis(len(steps), "output position (decode step)"),
-                  yaxis=dict(title=dict(text="token right"), range=[0, 1.04], tickformat=".0%", gridcolor="#eee"),
-                  yaxis2=dict(title=dict(text="failing outputs"), overlaying="y", side="right", showgrid=False,
+                  xaxis=_steps_axis(len(steps), t("charts.errors.output_position")),
+                  yaxis=dict(title=dict(text=t("charts.errors.token_right")), range=[0, 1.04], tickformat=".0%",
+                             gridcolor="#eee"),
+                  yaxis2=dict(title=dict(text=t("charts.errors.failing")), overlaying="y", side="right", showgrid=False,
                               **_count_ticks(first.max(initial=0))))
 
 
@@ -124,8 +133,8 @@ def confusion_bars(confusions: list[tuple[str, str, int]], title: str, top: int 
     values = [n for *_, n in shown]
     trace = go.Bar(x=values, y=labels, orientation="h", marker=dict(color="#D55E00"), text=values,
                    textposition="outside", cliponaxis=False,
-                   hovertemplate="expected → produced: %{y}<br>%{x:,} failing outputs<extra></extra>")
+                   hovertemplate=t("charts.hover.confusion") + EXTRA)
     return figure([trace], title, height=26 * max(len(shown), 1) + 140, left=10,
-                  xaxis=dict(title=dict(text="failing outputs (at their first wrong step)"), gridcolor="#eee",
+                  xaxis=dict(title=dict(text=t("charts.errors.failing_first")), gridcolor="#eee",
                              **_count_ticks(max(values, default=0))),
                   yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=15)))

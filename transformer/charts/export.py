@@ -26,6 +26,8 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from transformer.i18n import t
+
 FORMATS = ("png", "svg")
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 START_TIMEOUT_S, RENDER_TIMEOUT_S = 60.0, 30.0
@@ -121,13 +123,13 @@ def image_export_available() -> tuple[bool, str]:
     try:
         import kaleido  # noqa: F401  (function-local: see _open)
     except ImportError:
-        return False, "the kaleido package is not installed"
+        return False, t("messages.no_kaleido")
     path = browser_path()
     if path is None:
-        where = f"BROWSER_PATH={os.environ['BROWSER_PATH']!r} is not executable" if os.environ.get(
-            "BROWSER_PATH") else "no Chromium was found on this server"
-        return False, f"{where}; install Debian's chromium package or set BROWSER_PATH"
-    return True, f"Chromium at {path}"
+        where = t("messages.browser_path", path=repr(os.environ["BROWSER_PATH"])) if os.environ.get(
+            "BROWSER_PATH") else t("messages.no_chromium")
+        return False, t("messages.install_chromium", where=where)
+    return True, t("messages.chromium_at", path=path)
 
 
 def _renderer() -> _Renderer:

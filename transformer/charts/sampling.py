@@ -5,17 +5,22 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import CATEGORY_AXIS, HIGHLIGHT, check_labels, display_piece, figure
+from transformer.i18n import Texts, t
 
-# stage name -> bar colour (Okabe-Ito): the model's own distribution, after temperature, after the filters
-STAGE_COLORS = {"model": "#9a9a9a", "after temperature": "#56B4E9", "after top-k / top-p": "#0072B2"}
+from .common import CATEGORY_AXIS, EXTRA, HIGHLIGHT, check_labels, display_piece, figure
+
+# stage -> bar colour (Okabe-Ito): the model's own distribution, after temperature, after the filters
+STAGE_COLORS = {"model": "#9a9a9a", "tempered": "#56B4E9", "filtered": "#0072B2"}
+STAGES = Texts({"model": "charts.sampling.model", "tempered": "charts.sampling.tempered",
+                "filtered": "charts.sampling.filtered"})  # each stage's name in the legend
 
 
 def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str | None = None,
-                  title: str = "Sampling distributions") -> go.Figure:
+                  title: str | None = None) -> go.Figure:
     """Grouped horizontal bars, one group per token (in the given order from the top) and one bar per stage
-    (`stages`: name -> probabilities of `pieces`, in STAGE_COLORS order when named so). The drawn token's
-    bars are outlined; a token the filters dropped reads "0", one under 0.1% "<0.1%"."""
+    (`stages`: stage -> probabilities of `pieces`, in STAGE_COLORS order when named so; a stage of another name
+    is shown by that name). The drawn token's bars are outlined; a token the filters dropped reads "0", one under
+    0.1% "<0.1%"."""
     if not stages:
         raise ValueError("at least one stage of probabilities is needed")
     traces = []
@@ -25,16 +30,19 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
             raise ValueError(f"{name} must be one probability per token, got shape {p.shape}")
         check_labels(pieces, len(p), "pieces")
         outline = [3 if piece == drawn else 0 for piece in pieces]
+        label = STAGES.get(name, name)
         traces.append(go.Bar(
-            x=p, y=[display_piece(piece) for piece in pieces], orientation="h", name=name,
+            x=p, y=[display_piece(piece) for piece in pieces], orientation="h", name=label,
             marker=dict(color=STAGE_COLORS.get(name, HIGHLIGHT), line=dict(color="#222", width=outline)),
             text=["0" if v == 0 else f"{v:.1%}" if v >= 0.001 else "<0.1%" for v in p], textposition="outside",
             cliponaxis=False, textfont=dict(size=11),
-            hovertemplate=f"token %{{y}}<br>{name} %{{x:.4g}}<extra></extra>",
+            hovertemplate=t("charts.hover.token_value", name=label) + EXTRA,
         ))
-    return figure(traces, title, height=17 * len(pieces) * len(stages) + 170, top=92, barmode="group",
+    return figure(traces, title or t("charts.sampling.title"), height=17 * len(pieces) * len(stages) + 170, top=92,
+                  barmode="group",
                   legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0),
-                  xaxis=dict(range=[0, 1.18], tickformat=".0%", title=dict(text="probability"), gridcolor="#eee"),
+                  xaxis=dict(range=[0, 1.18], tickformat=".0%", title=dict(text=t("charts.topk.probability")),
+                             gridcolor="#eee"),
                   yaxis=dict(CATEGORY_AXIS, autorange="reversed", tickfont=dict(size=15)))
 
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from transformer.i18n import t
+
 from .export import chart_filename
 from .common import read_labels, token_labels
 from .stats import training_curves
@@ -25,7 +27,7 @@ STEP_MARK = "#009E73"  # the line marking the probe's step on the curves (none o
 def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
     """Held-out loss, token accuracy and exact match against the step, beside the training batch's loss and token
     accuracy (at most CURVE_POINTS points), on a step axis as long as the run."""
-    fig = training_curves(snapshot.history, title=f"Training {task_name} · training and held-out",
+    fig = training_curves(snapshot.history, title=t("charts.training_title", task=task_name),
                           max_points=CURVE_POINTS, steps=snapshot.max_steps)
     return fig.update_layout(margin_t=96)  # room for the legend between the title and the plot
 
@@ -41,7 +43,7 @@ def mark_step(fig: go.Figure, step: int) -> go.Figure:
     right = span is not None and step > span[1] / 2
     marked.add_annotation(x=step, xref="x", y=1, yref="y domain", yanchor="top", xanchor="right" if right else "left",
                           xshift=-3 if right else 3,
-                          showarrow=False, text=f"probe: step {step:,}", font=dict(color=STEP_MARK, size=13),
+                          showarrow=False, text=t("charts.probe_step", step=step), font=dict(color=STEP_MARK, size=13),
                           bgcolor="rgba(255,255,255,0.85)")
     return marked
 
@@ -59,19 +61,19 @@ def probe_filename(task_name: str, step: int, layer: int, head: int | None) -> s
 def format_seconds(seconds: float) -> str:
     """"42 s", or "3 min 05 s" from 90 seconds on."""
     seconds = round(seconds)
-    return f"{seconds} s" if seconds < 90 else f"{seconds // 60} min {seconds % 60:02d} s"
+    return t("charts.seconds", s=seconds) if seconds < 90 else t("charts.minutes", m=seconds // 60, s=seconds % 60)
 
 
 def progress(snapshot: JobSnapshot, target: float | None) -> tuple[float, str]:
     """Progress bar fraction and its text: steps, steps/s and the time left at the current rate (or, once the
     job is not running, how long it trained)."""
     done = min(snapshot.step / snapshot.max_steps, 1.0)
-    text = f"Step {snapshot.step:,} of {snapshot.max_steps:,}"
+    text = t("charts.progress.step", step=snapshot.step, steps=snapshot.max_steps)
     if snapshot.state == "running" and snapshot.steps_per_s > 0:
         left = (snapshot.max_steps - snapshot.step) / snapshot.steps_per_s
-        text += f" · {snapshot.steps_per_s:.1f} steps/s · {format_seconds(left)} left at most"
+        text += t("charts.progress.rate", rate=snapshot.steps_per_s, left=format_seconds(left))
         if target is not None:
-            text += f" (it stops sooner at {target:.0%} held-out exact match)"
+            text += t("charts.progress.target", target=target)
     else:
-        text += f" · {format_seconds(snapshot.elapsed)} of training"
+        text += t("charts.progress.trained", time=format_seconds(snapshot.elapsed))
     return done, text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from transformer.i18n import t
+
 NORMS = ("pre", "post")
 POSITIONALS = ("sinusoidal", "learned", "none", "rope", "alibi")  # rope, alibi: inside self-attention
 # Initial weights: Xavier-uniform everywhere (the Annotated Transformer's), or "identity": the same, then every
@@ -74,9 +76,9 @@ class ModelConfig:
         if self.init not in INITS:
             raise ConfigError(f"init must be one of {INITS}, got {self.init!r}")
         if self.d_model % self.n_heads:
-            raise ConfigError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+            raise ConfigError(t("messages.divisible", d_model=self.d_model, n_heads=self.n_heads))
         if self.positional == "rope" and self.d_head % 2:
-            raise ConfigError(f"rope turns pairs of dimensions: d_model / n_heads = {self.d_head} must be even")
+            raise ConfigError(t("messages.rope_even", d_head=self.d_head))
 
     @property
     def d_head(self) -> int:

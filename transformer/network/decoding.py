@@ -16,6 +16,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from transformer.i18n import t
 from .budget import BudgetError, decode_estimate
 from .masks import padding_mask
 from .model import DecoderCache, EncoderDecoder
@@ -240,12 +241,12 @@ def _source_ids(model: EncoderDecoder, tokenizer: Tokenizer, source: Source) -> 
     """Validated source ids followed by </s> (no <pad>: the encoder would mask it out)."""
     ids = _token_ids(tokenizer, source, model.config.src_vocab)
     if not ids:
-        raise DecodeError("the input is empty: type at least one character")
+        raise DecodeError(t("messages.empty_input"))
     if PAD in ids:
-        raise DecodeError("the input must not contain the <pad> token")
+        raise DecodeError(t("messages.pad_input"))
     limit = model.config.max_len - 1
     if len(ids) > limit:
-        raise DecodeError(f"the input is {len(ids)} tokens long; this model reads at most {limit}")
+        raise DecodeError(t("messages.input_too_long", n=len(ids), most=limit))
     return ids + [EOS]
 
 
@@ -349,11 +350,11 @@ def greedy_decode(
     memory = model.encode(src, src_mask, encoder_trace, positions)
     cache = DecoderCache() if causal and use_cache else None
     prefix, steps = [BOS], []
-    for t in range(budget):
+    for index in range(budget):
         trace = AttentionTrace()
         log_probs = _next_log_probs(model, memory, src_mask, prefix, cache, trace, positions, causal)
-        token = force.get(t, int(log_probs.argmax()))
-        steps.append(_step(t, token, t in force, log_probs, trace, tokenizer, k))
+        token = force.get(index, int(log_probs.argmax()))
+        steps.append(_step(index, token, index in force, log_probs, trace, tokenizer, k))
         prefix.append(token)
         if token == EOS:
             break
@@ -392,8 +393,7 @@ def teacher_forced(
     src_ids = _source_ids(model, tokenizer, source)
     tgt_ids = [BOS] + _token_ids(tokenizer, target, model.config.tgt_vocab)
     if len(tgt_ids) > model.config.max_len:
-        raise DecodeError(f"the target is {len(tgt_ids) - 1} tokens long; this model writes at most "
-                          f"{model.config.max_len - 1}")
+        raise DecodeError(t("messages.target_too_long", n=len(tgt_ids) - 1, most=model.config.max_len - 1))
     if trace:
         check_decode_budget(model, len(src_ids), len(tgt_ids), detail=detail)
     record = AttentionTrace(detail=detail) if trace else None

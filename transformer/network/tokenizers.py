@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 import sentencepiece as spm
 
+from transformer.i18n import t
 from .special_tokens import BOS, EOS, PAD, UNK
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -62,7 +63,7 @@ def _reject_unknown(text: str, known: set[str], shown_known: str) -> None:
     unknown = sorted(set(text) - known)
     if unknown:
         shown = ", ".join(repr(c) for c in unknown)
-        raise TokenizerError(f"the model does not know the character(s) {shown}; it knows: {shown_known!r}")
+        raise TokenizerError(t("messages.unknown_characters", shown=shown, known=repr(shown_known)))
 
 
 class CharTokenizer(Tokenizer):

@@ -29,6 +29,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
 
 from transformer import settings
+from transformer.i18n import t
 
 from .job import JobLimitError
 
@@ -131,11 +132,8 @@ class RunQueue:
                 self._running.add(item)
                 return 0
             if len(self._waiting) >= self.max_queued:
-                raise QueueFullError(
-                    f"the server is full: {len(self._running)} training runs are running (the limit is "
-                    f"{self.limit}) and {len(self._waiting)} are waiting (the most it queues); try again "
-                    "when one has finished"
-                )
+                raise QueueFullError(t("messages.server_full", running=len(self._running), limit=self.limit,
+                                       waiting=len(self._waiting)))
             self._waiting[item] = on_grant
             return len(self._waiting)
 
@@ -183,11 +181,7 @@ class RunQueue:
 
 
 def _share_message(session: bool, live: int, limit: int) -> str:
-    if session:
-        return (f"this session already has {live} training run(s) started, the most one session may have at once "
-                f"({limit}); stop it on the Train page first")
-    return (f"{live} training runs started from your computer are still live (training, waiting or paused), the most "
-            f"one computer may have at once ({limit}); stop one of them first, in this tab or another")
+    return t("messages.runs_share.session" if session else "messages.runs_share.client", n=live, limit=limit)
 
 
 _server_queue: RunQueue | None = None

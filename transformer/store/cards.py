@@ -32,9 +32,11 @@ import math
 import re
 from datetime import datetime
 
+from transformer.i18n import t
 from transformer.training.config import TRAIN_BOUNDS
 
 MAX_FIELDS = 64
+DECODINGS = {"greedy": "cards.greedy", "teacher_forced": "cards.teacher_forced"}  # how a card's scores were decoded
 MAX_TEXT = 1000
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 _PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
@@ -117,7 +119,7 @@ FIELDS = {
     "token_accuracy": _number(0, 1),
     "loss": _number(0, 1e6),
     "samples": _whole(0, 10**7),
-    "decoding": (lambda v: v in ("greedy", "teacher_forced"), '"greedy" or "teacher_forced"'),
+    "decoding": (lambda v: v in DECODINGS, '"greedy" or "teacher_forced"'),
     "train": (_train, "an object of training settings within their bounds"),
     "parameters": _whole(0, 10**10),
     # inputs chosen for this model (e.g. where beam search beats greedy), shown before the task's own
@@ -158,15 +160,17 @@ def clean_card(card) -> tuple[dict, list[str]]:
 
 
 
-HELD_OUT_SOURCE = "the training run's own held-out split"
+def held_out_source() -> str:
+    """Where a card's accuracies were measured, in a few words."""
+    return t("cards.held_out_source")
 
 
 def metrics_source(card: dict) -> str:
     """Where a (cleaned) card's accuracies were measured, in words: the held-out inputs the training run itself
     evaluated on (Trainer.bundle copies its last evaluation), with how many, the decoding and the step when the
     card says. Not fresh `eval` inputs (another seed), which score slightly differently."""
-    details = [f"{card['samples']:,} inputs" if card.get("samples") else None,
-               str(card["decoding"]).replace("_", "-") if card.get("decoding") else None,
-               f"at step {card['evaluated_step']:,}" if card.get("evaluated_step") is not None else None]
+    details = [t("cards.inputs", n=card["samples"]) if card.get("samples") else None,
+               t(DECODINGS[card["decoding"]]) if card.get("decoding") in DECODINGS else None,
+               t("cards.at_step", step=card["evaluated_step"]) if card.get("evaluated_step") is not None else None]
     details = [d for d in details if d]
-    return HELD_OUT_SOURCE + (f" ({', '.join(details)})" if details else "")
+    return held_out_source() + (t("cards.details", details=t("app.list_comma").join(details)) if details else "")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from transformer import settings
 from transformer.bundle import ModelBundle
+from transformer.i18n import t
 from .checkpoints import CheckpointError, bundle_to_bytes, is_temp_name, load_bundle, remove_leftover_temps, \
     write_atomic
 
@@ -117,7 +118,7 @@ class ModelStore:
 
     def _path(self, model_id: str) -> Path:
         if not isinstance(model_id, str) or not ID_PATTERN.fullmatch(model_id):
-            raise StoreError("that is not the id of a kept model")
+            raise StoreError(t("messages.not_an_id"))
         return self.folder / f"{model_id}{SUFFIX}"
 
     @contextmanager
@@ -159,10 +160,9 @@ class ModelStore:
             os.utime(path)
             bundle = load_bundle(path)
         except FileNotFoundError:
-            raise StoreError("this model is no longer kept on the server (it was evicted, or never kept "
-                             "here)") from None
+            raise StoreError(t("messages.not_kept")) from None
         except CheckpointError as exc:
-            raise StoreError(f"the kept file of this model cannot be read: {exc}") from None
+            raise StoreError(t("messages.unreadable", error=exc)) from None
         record = self._read_record(model_id)
         if user is not None and record.get("owner") not in (None, user) and not record.get("shared"):
             with self._locked():
@@ -262,8 +262,7 @@ class ModelStore:
         """The models to delete so that `size` more bytes fit every share (see the module docstring)."""
         now = time.time()
         if size > self.session_bytes:
-            raise ShareError(f"its file is {megabytes(size)}, more than one session's share of the server's "
-                             f"model storage ({megabytes(self.session_bytes)})")
+            raise ShareError(t("messages.share.too_big", size=megabytes(size), share=megabytes(self.session_bytes)))
         gone: list[StoredModel] = []
 
         def free(candidates, need: int, refusal: str) -> None:
@@ -285,23 +284,19 @@ class ModelStore:
         mine = kept(lambda m: m.owner == owner)
         used = sum(m.size for m in mine)
         free([m for m in mine if m.id not in protect], used + size - self.session_bytes,
-             f"your share of the server's model storage is full: your {len(mine)} kept model(s) use "
-             f"{megabytes(used)} of {megabytes(self.session_bytes)}; remove a model on the Checkpoints page to make "
-             "room")
+             t("messages.share.own_full", n=len(mine), used=megabytes(used), share=megabytes(self.session_bytes)))
         if client is not None and self.client_bytes:
             theirs = kept(lambda m: m.client == client)
             used = sum(m.size for m in theirs)
             free([m for m in theirs if removable(m)], used + size - self.client_bytes,
-                 f"the models kept from your computer fill its share of the server's model storage "
-                 f"({megabytes(used)} of {megabytes(self.client_bytes)}); remove models you no longer need, in this "
-                 "tab or another one")
+                 t("messages.share.client_full", used=megabytes(used), share=megabytes(self.client_bytes)))
         rest = kept(lambda m: True)
         total = sum(m.size for m in rest) + self.temp_bytes()
         over = self._over_share(rest)
         free(sorted((m for m in rest if removable(m)), key=lambda m: (m not in over, m.last_used)),
              total + size - self.max_bytes,
-             f"the server's model storage is full ({megabytes(total)} of {megabytes(self.max_bytes)}) with models "
-             f"used in the last {self.grace_s / 60:.0f} minutes; try again later, or ask whoever runs the server")
+             t("messages.share.store_full", used=megabytes(total), share=megabytes(self.max_bytes),
+               minutes=self.grace_s / 60))
         return gone
 
     def _over_share(self, models: list[StoredModel]) -> set[StoredModel]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int, _draw_up_to, is_heldout
 
@@ -12,8 +13,8 @@ from .base import Task, TaskError, _bounded_int, _draw_up_to, is_heldout
 class Addition(Task):
     """Sum of two whole numbers written in digits, each with 1..max_digits digits and no leading zeros."""
 
-    name, title = "addition", "Add two numbers"
-    description = "Add two whole numbers: '123+45' -> '168'. Each digit of the answer needs a carry from the right."
+    name, title = "addition", Localized("tasks.addition.title")
+    description = Localized("tasks.addition.description")
     alphabet = "0123456789+"
 
     def __init__(self, max_digits: int = 3):
@@ -46,8 +47,7 @@ class Addition(Task):
     def target(self, source: str) -> str:
         match = self._pattern.fullmatch(source)
         if not match:
-            raise TaskError(f"addition inputs are two whole numbers of 1 to {self.max_digits} digit(s), without "
-                            f"leading zeros, joined by '+' (like '123+45'); got {source!r}")
+            raise TaskError(t("messages.addition", n=self.max_digits, got=repr(source)))
         return str(int(match[1]) + int(match[2]))
 
     def examples(self) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from transformer.i18n import t
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import Tokenizer
 
@@ -51,7 +52,7 @@ def encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> tuple[to
 def _bounded_int(name: str, value, low: int, high: int) -> int:
     """`value` when it is a whole number in low..high; TaskError otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise TaskError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+        raise TaskError(t("messages.bounded", name=name, lo=low, hi=high, got=repr(value)))
     return value
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
 
@@ -49,14 +50,14 @@ _STORED = {"digest", "train_pairs", "source_chars", "target_chars", "max_source_
 
 
 def _lines(numbers: list[int]) -> str:
-    """'line 3', 'lines 3, 5 and 9', 'lines 3, 5, 9, 12, 20 and 7 more'."""
+    """'Line 3', 'Lines 3, 5 and 9', 'Lines 3, 5, 9, 12, 20 and 7 more' (to begin a sentence)."""
     if len(numbers) == 1:
-        return f"line {numbers[0]}"
+        return t("custom.line", n=numbers[0])
     shown = ", ".join(map(str, numbers[:SHOWN_LINES]))
     if len(numbers) > SHOWN_LINES:
-        return f"lines {shown} and {len(numbers) - SHOWN_LINES} more"
+        return t("custom.lines_more", shown=shown, more=len(numbers) - SHOWN_LINES)
     head, _, last = shown.rpartition(", ")
-    return f"lines {head} and {last}"
+    return t("custom.lines", head=head, last=last)
 
 
 @dataclass
@@ -77,7 +78,7 @@ def too_large(size: int) -> str | None:
     """Why data of `size` bytes is refused (over MAX_DATA_BYTES), or None."""
     if size <= MAX_DATA_BYTES:
         return None
-    return f"the data is {size:,} bytes; the limit is {MAX_DATA_MB} MB ({MAX_DATA_BYTES:,} bytes)"
+    return t("custom.too_large", n=size, mb=MAX_DATA_MB, most=MAX_DATA_BYTES)
 
 
 def decode_data(data: bytes | str) -> tuple[str | None, str | None]:
@@ -91,8 +92,7 @@ def decode_data(data: bytes | str) -> tuple[str | None, str | None]:
         return data.decode("utf-8").removeprefix("\ufeff"), None
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        return None, (f"the data is not UTF-8 text (byte {exc.start:,}, on line {line}, cannot be read): save it "
-                      f"as UTF-8")
+        return None, t("custom.not_utf8", byte=exc.start, line=line)
 
 
 def _fields(line: str, delimiter: str) -> list[str] | None:
@@ -161,7 +161,7 @@ def parse_pairs(data: bytes | str, delimiter: str | None = None) -> ParsedData:
     lines = [(number, row, _fields(row, delimiter)) for number, row in enumerate(rows, 1) if row.strip()]
     if lines and _is_header(*lines[0][1:], [cells for _, _, cells in lines[1:]]):
         number, _, cells = lines.pop(0)
-        out.notes.append(f"line {number} looks like a header row ({cells[0]}, {cells[1]}) and was skipped")
+        out.notes.append(t("custom.header", n=number, first=cells[0], second=cells[1]))
     found["empty"] = [number for number, row in enumerate(rows, 1) if not row.strip()]
     for number, row, cells in lines:
         if problem := _line_problem(row, cells):
@@ -174,41 +174,36 @@ def parse_pairs(data: bytes | str, delimiter: str | None = None) -> ParsedData:
             elif targets[source][0] == target:
                 found["repeated"].append(number)
             elif len(conflicts) < SHOWN_LINES:
-                conflicts.append(f"{source!r} has the target {targets[source][0]!r} on line {targets[source][1]} "
-                                 f"and {target!r} on line {number}")
+                conflicts.append(t("custom.conflict", source=repr(source), first=repr(targets[source][0]),
+                                   first_line=targets[source][1], second=repr(target), second_line=number))
             else:
                 conflicts.append("")
-    name = "tabs" if delimiter == "\t" else "commas"
+    separator = t("custom.tabs" if delimiter == "\t" else "custom.commas")
     messages = {
-        "short": f"{{}}: one column only (or an empty source or target); each line needs a source and a target "
-                 f"separated by {name}",
-        "wide": f"{{}}: more than two columns (separated by {name}); each line needs exactly a source and a target"
-                + ("" if delimiter == "\t" else " (quote a field that holds a comma)"),
-        "unreadable": "{}: unreadable CSV (an unclosed quote?)",
-        "control": "{}: control or invisible characters (such as NUL or a zero-width space)",
-        "long": f"{{}}: a source or target longer than {MAX_FIELD_CHARS} characters",
+        "short": t("custom.short", separator=separator),
+        "wide": t("custom.wide", separator=separator) + ("" if delimiter == "\t" else t("custom.quote")),
+        "unreadable": t("custom.unreadable"),
+        "control": t("custom.control"),
+        "long": t("custom.long", n=MAX_FIELD_CHARS),
     }
-    out.problems.extend(template.format(_lines(found[key]).capitalize()) for key, template in messages.items()
-                        if found[key])
+    out.problems.extend(t("custom.at_lines", lines=_lines(found[key]), problem=problem)
+                        for key, problem in messages.items() if found[key])
     if conflicts:
         shown = [c for c in conflicts if c]
-        more = f" (and {len(conflicts) - len(shown)} more)" if len(conflicts) > len(shown) else ""
-        out.problems.append(f"Conflicting targets for one source: {'; '.join(shown)}{more}")
+        more = t("custom.more", n=len(conflicts) - len(shown)) if len(conflicts) > len(shown) else ""
+        out.problems.append(t("custom.conflicts", conflicts=t("app.list_separator").join(shown), more=more))
     chars = {c for pair in out.pairs for c in "".join(pair)}
     if len(chars) > MAX_DISTINCT_CHARS:
-        out.problems.append(f"The sources and targets use {len(chars)} different characters; at most "
-                            f"{MAX_DISTINCT_CHARS} are allowed")
+        out.problems.append(t("custom.characters", n=len(chars), most=MAX_DISTINCT_CHARS))
     if len(out.pairs) < MIN_PAIRS:
-        out.problems.append(f"Only {len(out.pairs)} usable pair(s); at least {MIN_PAIRS} are needed "
-                            f"(a tenth is held out for evaluation)")
+        out.problems.append(t("custom.too_few", n=len(out.pairs), least=MIN_PAIRS))
     if found["empty"]:
-        out.notes.append(f"{_lines(found['empty']).capitalize()}: empty, skipped")
+        out.notes.append(t("custom.at_lines", lines=_lines(found["empty"]), problem=t("custom.empty")))
     if found["repeated"]:
-        out.notes.append(f"{_lines(found['repeated']).capitalize()}: repeat an earlier pair, skipped")
+        out.notes.append(t("custom.at_lines", lines=_lines(found["repeated"]), problem=t("custom.repeated")))
     if out.ok:
         held = heldout_size(len(out.pairs))
-        out.notes.append(f"{len(out.pairs):,} pairs: {len(out.pairs) - held:,} to train on, {held:,} held out "
-                         f"for evaluation (never trained on)")
+        out.notes.append(t("custom.split", n=len(out.pairs), train=len(out.pairs) - held, held=held))
     return out
 
 
@@ -275,8 +270,8 @@ class CustomTask(Task):
     """(source, target) pairs of your own: from `data` (TSV/CSV text, checked by `parse_pairs`), or, without
     it, from the stored fields a checkpoint keeps (see the module docstring)."""
 
-    name, title = "custom", "Your own data"
-    description = "Your own (source, target) pairs from a TSV or CSV file or pasted text."
+    name, title = "custom", Localized("tasks.custom.title")  # an instance's title: the user's
+    description = Localized("tasks.custom.description")
 
     def __init__(self, data: str | None = None, title: str = "my data", tokenization: str = "char", **stored):
         title = _text("title", title, 1, MAX_TITLE)
@@ -382,14 +377,14 @@ class CustomTask(Task):
         unknown = sorted(set(source) - set(self.source_chars))
         if not source or unknown:
             shown = ", ".join(repr(c) for c in unknown) or "nothing"
-            raise TaskError(f"the {self.title} data has no input with the character(s) {shown}; its inputs use: "
-                            f"{self.source_chars!r}")
+            raise TaskError(t("custom.unknown_characters", title=self.title, shown=shown,
+                              known=repr(self.source_chars)))
 
     def target(self, source: str) -> str:
         self._check(source)
         if source not in self._answers:
-            where = "the data" if self.has_data else "the held-out pairs stored in the checkpoint"
-            raise TaskError(f"{source!r} is not an input of {where}, so its right answer is unknown")
+            where = t("custom.the_data" if self.has_data else "custom.stored_pairs")
+            raise TaskError(t("custom.not_an_input", source=repr(source), where=where))
         return self._answers[source]
 
     def random_source(self, rng: random.Random) -> str:

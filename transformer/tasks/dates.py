@@ -7,6 +7,7 @@ import re
 import string
 from datetime import date, timedelta
 
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int
 
@@ -65,13 +66,14 @@ class DateFormat:
         month = int(got["mm"]) if "mm" in got else _MONTH_NUMBER[got["month"]]
         day = int(got["day"] if "day" in got else got["nth"][:-2])
         if "nth" in got and got["nth"] != _ordinal(day):
-            raise TaskError(f"the {day}{got['nth'][-2:]} of a month is written {_ordinal(day)!r}")
+            raise TaskError(t("messages.ordinal", day=f"{day}{got['nth'][-2:]}", right=repr(_ordinal(day))))
         try:
             result = date(int(got["year"]), month, day)
         except ValueError:
-            raise TaskError(f"there is no such date as {text!r}") from None
+            raise TaskError(t("messages.no_such_date", text=repr(text))) from None
         if "weekday" in got and _WEEKDAY_NUMBER[got["weekday"]] != result.weekday():
-            raise TaskError(f"{result.isoformat()} was a {WEEKDAYS[result.weekday()]}, not a {match['weekday']}")
+            raise TaskError(t("messages.weekday", date=result.isoformat(), was=WEEKDAYS[result.weekday()],
+                              said=match["weekday"]))
         return result
 
 
@@ -95,16 +97,15 @@ class Dates(Task):
     accepts one- or two-digit days and months. Any real date with a four-digit year is a valid input,
     the year range only bounds what is generated."""
 
-    name, title = "dates", "Normalise dates"
-    description = ("Rewrite a date as ISO 8601: 'March 3, 2021', '3rd of March 2021' or '03/03/2021' (US order, "
-                   "month first) -> '2021-03-03'.")
+    name, title = "dates", Localized("tasks.dates.title")
+    description = Localized("tasks.dates.description")
     alphabet = "".join(sorted({c for f in DATE_FORMATS for d in _LEAP_YEAR for c in f.render(d)} | set("-")))
 
     def __init__(self, min_year: int = 1950, max_year: int = 2049):
         super().__init__(min_year=_bounded_int("min_year", min_year, 1000, 9999),
                          max_year=_bounded_int("max_year", max_year, 1000, 9999))
         if min_year > max_year:
-            raise TaskError(f"min_year must not exceed max_year, got {min_year}..{max_year}")
+            raise TaskError(t("messages.years_order", lo=min_year, hi=max_year))
         self.min_year, self.max_year = min_year, max_year
         self._days = (date(min_year, 1, 1).toordinal(), date(max_year, 12, 31).toordinal())
 
@@ -128,7 +129,7 @@ class Dates(Task):
             if (day := form.read(source)) is not None:
                 return day.isoformat()
         shown = ", ".join(repr(f.render(date(2021, 3, 3))) for f in DATE_FORMATS)
-        raise TaskError(f"{source!r} is not a date in a known format; the formats are: {shown}")
+        raise TaskError(t("messages.not_a_date", got=repr(source), formats=shown))
 
     def examples(self) -> list[str]:
         return self._heldout_like([f.pattern.fullmatch for f in DATE_FORMATS])

@@ -8,6 +8,7 @@ from abc import abstractmethod
 
 import torch
 
+from transformer.i18n import Localized, t
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
@@ -24,7 +25,7 @@ class LetterTask(Task):
         super().__init__(min_len=_bounded_int("min_len", min_len, 1, 48),
                          max_len=_bounded_int("max_len", max_len, 1, 48))
         if min_len > max_len:
-            raise TaskError(f"string lengths must satisfy min_len <= max_len, got {min_len}..{max_len}")
+            raise TaskError(t("messages.lengths_order", lo=min_len, hi=max_len))
         self.min_len, self.max_len = min_len, max_len
 
     @property
@@ -43,7 +44,7 @@ class LetterTask(Task):
 
     def _check(self, source: str) -> None:
         if not source or any(c not in self.alphabet for c in source):
-            raise TaskError(f"{self.name} inputs are lowercase letters a-z, got {source!r}")
+            raise TaskError(t("messages.letters", task=self.name, got=repr(source)))
 
     @abstractmethod
     def _permute(self, letters: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -87,8 +88,8 @@ class LetterTask(Task):
 
 
 class Reverse(LetterTask):
-    name, title = "reverse", "Reverse a string"
-    description = "Write the letters backwards: 'abc' -> 'cba'. Cross-attention learns an anti-diagonal."
+    name, title = "reverse", Localized("tasks.reverse.title")
+    description = Localized("tasks.reverse.description")
 
     def _permute(self, letters, lengths):
         index = (lengths[:, None] - 1 - torch.arange(letters.size(1))[None, :]).clamp(min=0)
@@ -99,8 +100,8 @@ class Reverse(LetterTask):
 
 
 class Copy(LetterTask):
-    name, title = "copy", "Copy a string"
-    description = "Write the letters again unchanged: 'abc' -> 'abc'. Cross-attention learns the diagonal."
+    name, title = "copy", Localized("tasks.copy.title")
+    description = Localized("tasks.copy.description")
 
     def _permute(self, letters, lengths):
         return letters
@@ -110,8 +111,8 @@ class Copy(LetterTask):
 
 
 class Sort(LetterTask):
-    name, title = "sort", "Sort the letters"
-    description = "Put the letters in alphabetical order: 'dab' -> 'abd'. Each output looks up its letter."
+    name, title = "sort", Localized("tasks.sort.title")
+    description = Localized("tasks.sort.description")
 
     def _permute(self, letters, lengths):
         big = letters.masked_fill(letters < 0, len(self.alphabet))  # padding sorts last

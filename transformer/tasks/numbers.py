@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError, _bounded_int
 
@@ -93,9 +94,8 @@ class Numbers(Task):
     `alignment` is None: which source piece a target piece should attend to depends on the trained
     tokenizer's pieces, which `alignment(source)` does not know."""
 
-    name, title = "numbers", "Numbers: English to German"
-    description = ("Translate number words: 'forty-two' -> 'zweiundvierzig'. German says the units before the "
-                   "tens, so attention must jump back and forth.")
+    name, title = "numbers", Localized("tasks.numbers.title")
+    description = Localized("tasks.numbers.description")
     corpus_pairs, vocab_size, boundary = 2000, 300, "|"
 
     def __init__(self, max_value: int = 999):
@@ -126,10 +126,9 @@ class Numbers(Task):
         words = " ".join(source.lower().split())
         value = _read_english(words)
         if value is None or value > MAX_NUMBER or english_number(value) != words:
-            raise TaskError(f"write the number in English words like 'three hundred forty-two' (no 'and', tens "
-                            f"and units joined by '-'); got {source!r}")
+            raise TaskError(t("messages.english_number", got=repr(source)))
         if value > self.max_value:
-            raise TaskError(f"this task's numbers go up to {self.max_value}, got {source!r}")
+            raise TaskError(t("messages.number_too_big", most=self.max_value, got=repr(source)))
         return value
 
     def target(self, source: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from transformer.i18n import Localized, t
 from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
 from .numbers import EN_SMALL, EN_TENS, _read_english, draw_number, english_number
@@ -108,9 +109,8 @@ class ZhNumbers(Task):
     ("forty" for the 四 and 十 of 四十), 百 from "hundred", 千 from "thousand"; 零 and 万 come from no single word
     (None)."""
 
-    name, title = "zh_numbers", "Numbers: English to Chinese"
-    description = ("Write number words as a Chinese numeral: 'four hundred and five' -> '四百零五'. Chinese counts "
-                   "in ten-thousands (万) and marks a gap with 零, so attention regroups the English words.")
+    name, title = "zh_numbers", Localized("tasks.zh_numbers.title")
+    description = Localized("tasks.zh_numbers.description")
     vocab_size, boundary = 160, "|"
 
     @property
@@ -130,9 +130,7 @@ class ZhNumbers(Task):
         words = " ".join(source.lower().split())
         value = _read_english(" ".join(w for w in words.split(" ") if w != "and"))
         if value is None or value > ZH_MAX or british_number(value) != words:
-            raise TaskError(f"write a number from 0 to {ZH_MAX:,} in British English words like 'four hundred and "
-                            f"five' ('and' before the tens and units after hundred or thousand, tens and units "
-                            f"joined by '-'); got {source!r}")
+            raise TaskError(t("messages.british_number", most=ZH_MAX, got=repr(source)))
         return value
 
     def target(self, source: str) -> str:

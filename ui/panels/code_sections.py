@@ -14,23 +14,20 @@ import streamlit as st
 from transformer import charts
 from transformer.analysis.code_tour import BY_KEY, SIDES, SUBLAYERS, Tour, source, where
 from transformer.bundle import ModelBundle
+from transformer.i18n import Texts, sentences, t
 from transformer.network.decoding import DecodeResult
 from ui import decodes, display
 from ui.markdown import code
 from ui.widgets import pct, token_text
 
-TITLES = {
-    "embeddings": "1 · Embeddings and positions",
-    "attention": "2 · Scaled dot-product attention",
-    "multi_head": "3 · Multi-head attention",
-    "masks": "4 · The masks",
-    "feed_forward": "5 · The feed-forward network",
-    "residual": "6 · Residual connection and layer norm",
-    "encoder_layer": "7 · The encoder layer and its stack",
-    "decoder_layer": "8 · The decoder layer and its stack",
-    "generator": "9 · The generator",
-    "greedy": "10 · Greedy decoding",
-}
+TITLES = Texts({"embeddings": "code.title.embeddings", "attention": "code.title.attention",
+                "multi_head": "code.title.multi_head", "masks": "code.title.masks",
+                "feed_forward": "code.title.feed_forward", "residual": "code.title.residual",
+                "encoder_layer": "code.title.encoder_layer", "decoder_layer": "code.title.decoder_layer",
+                "generator": "code.title.generator", "greedy": "code.title.greedy"})
+POSITIONS = Texts({"sinusoidal": "code.positions.sinusoidal", "learned": "code.positions.learned",
+                   "none": "code.positions.none", "rope": "code.positions.rope", "alibi": "code.positions.alibi"})
+STACKS = Texts({"encoder": "code.encoder_stack", "decoder": "code.decoder_stack"})  # "the encoder's"
 VECTOR_PX = 280  # a chart of one vector per token needs about this much across before it is stacked
 
 
@@ -57,7 +54,8 @@ class Shown:
         return charts.token_labels(queries), charts.token_labels(keys)
 
     def where_shown(self) -> str:
-        return f"{charts.KIND_TITLES[self.kind].lower()}, layer {self.layer + 1}, head {self.head + 1}"
+        return t("code.where_shown", kind=charts.KIND_TITLES[self.kind].lower(), layer=self.layer + 1,
+                 head=self.head + 1)
 
 
 def code_of(key: str) -> None:
@@ -94,12 +92,17 @@ def heading(key: str) -> None:
     st.header(TITLES[key], anchor=key, divider="gray")
 
 
+def computed() -> str:
+    """The words before what a section's code computed."""
+    return t("code.computed")
+
+
 def sublayer_input(cfg) -> str:
     """What a sublayer reads, as a chart title: its input after the layer norm (pre-norm), else the input itself."""
-    return "Input, normalised" if cfg.norm == "pre" else "Input"
+    return t("code.input_normalised") if cfg.norm == "pre" else t("code.input")
 
 
-def vectors(values: np.ndarray, labels: list[str], title: str, what: str = "dimension", bound: float | None = None):
+def vectors(values: np.ndarray, labels: list[str], title: str, what: str | None = None, bound: float | None = None):
     return lambda: charts.token_vectors(values, labels, title, what, bound)
 
 
@@ -109,21 +112,14 @@ def vectors(values: np.ndarray, labels: list[str], title: str, what: str = "dime
 def embeddings(shown: Shown) -> None:
     heading("embeddings")
     cfg = shown.bundle.config
-    positions = {"sinusoidal": "This model adds the fixed sinusoidal table (`sinusoidal_table`).",
-                 "learned": "This model adds position vectors it learned in training (an `nn.Embedding`).",
-                 "none": "This model adds no positions at all: its positional term is zero.",
-                 "rope": "This model adds nothing here: RoPE turns its queries and keys inside self-attention.",
-                 "alibi": "This model adds nothing here: ALiBi biases its attention scores by distance."}
-    st.markdown(f"Each token id picks one learned row of {cfg.d_model} numbers, which is multiplied by "
-                f"√d_model = {math.sqrt(cfg.d_model):.1f} so that the positional term added next does not drown it. "
-                f"{positions[cfg.positional]} The encoder reads your input this way, the decoder `<s>` and its own "
-                "output so far.")
+    st.markdown(t("code.embeddings.text", d_model=cfg.d_model, scale=math.sqrt(cfg.d_model),
+                  positions=POSITIONS[cfg.positional]))
     code_of("embeddings")
     tokens, pos = shown.tour.embedding("src")
     labels = charts.token_labels(shown.tour.source_pieces)
-    st.markdown("**What it computed for your input:** " + shapes(tokens=tokens, positions=pos))
+    st.markdown(computed() + shapes(tokens=tokens, positions=pos))
     chart(shown, "embeddings", "sum", lambda: charts.embedding_sum(
-        tokens, pos, labels, f"Encoder input · {len(labels)} tokens × {cfg.d_model} dimensions"), "stretch")
+        tokens, pos, labels, t("code.embeddings.title", n=len(labels), d_model=cfg.d_model)), "stretch")
 
 
 def attention(shown: Shown) -> None:
@@ -133,40 +129,36 @@ def attention(shown: Shown) -> None:
     q, k, v, out = (shown.tour.tensor(*site, name)[head] for name in ("q", "k", "v", "heads"))
     scores, mask, weights = (part[head] for part in shown.tour.attention(kind, layer))
     st.latex(r"\operatorname{Attention}(Q,K,V)=\operatorname{softmax}\!\Big(\frac{QK^{\top}}{\sqrt{d_k}}\Big)V")
-    st.markdown(f"One head compares every query with every key: the dot products, divided by √d_k = "
-                f"√{q.shape[1]} = {math.sqrt(q.shape[1]):.1f}, are its scores. A masked score becomes −∞, so its "
-                "weight after the softmax is exactly 0; each row of weights sums to 1, and the head's output is "
-                f"that weighted average of the values. Below: {shown.where_shown()} (pick another at the top).")
+    st.markdown(t("code.attention.text", d_k=q.shape[1], root=math.sqrt(q.shape[1]), where=shown.where_shown()))
     code_of("attention")
     rows, cols = shown.labels(kind)
-    st.markdown("**What it computed for your input:** " + shapes(q=q, k=k, v=v, scores=scores, heads=out))
+    st.markdown(computed() + shapes(q=q, k=k, v=v, scores=scores, heads=out))
     if (said := inside_attention(shown.bundle.config, kind)) is not None:
         st.caption(said)
-    charts_row(shown, "attention", [("q", vectors(q, rows, "q: the queries"), False),
-                                    ("k", vectors(k, cols, "k: the keys"), False),
-                                    ("v", vectors(v, cols, "v: the values"), False)])
+    charts_row(shown, "attention", [("q", vectors(q, rows, t("code.attention.q")), False),
+                                    ("k", vectors(k, cols, t("code.attention.k")), False),
+                                    ("v", vectors(v, cols, t("code.attention.v")), False)])
     title = charts.attention_title(kind, layer, head)
     charts_row(shown, "attention", [
         ("scores", lambda: charts.with_title_line(charts.scores_heatmap(scores, mask, rows, cols, title),
-                                                  "scores q·k/√d_k"), True),
+                                                  t("code.attention.scores")), True),
         ("weights", lambda: charts.with_title_line(charts.attention_heatmap(weights, rows, cols, title, mask=mask),
-                                                   "weights after the softmax"), True)])
-    chart(shown, "attention", "heads", vectors(out, rows, "The head's output"), "stretch")
+                                                   t("code.attention.weights")), True)])
+    chart(shown, "attention", "heads", vectors(out, rows, t("code.attention.output")), "stretch")
     sums = weights.sum(-1)
-    st.caption(f"Every row of the weights sums to 1 (here between {sums.min():.6f} and {sums.max():.6f}); "
-               "these weights are the ones the decode and attention pages draw.")
+    st.caption(t("code.attention.sums", lo=sums.min(), hi=sums.max()))
 
 
 def inside_attention(cfg, kind: str) -> str | None:
     """What the model does to q, k and the scores before this code sees them (qk-norm, RoPE, ALiBi), if anything."""
     said = []
     if cfg.qk_norm:
-        said.append("In this model q and k arrive normalised (qk-norm: an RMSNorm of each head's queries and keys).")
+        said.append(t("code.inside.qk_norm"))
     if kind != "cross" and cfg.positional == "rope":
-        said.append("In this model's self-attention q and k arrive turned by their positions (RoPE).")
+        said.append(t("code.inside.rope"))
     if kind != "cross" and cfg.positional == "alibi":
-        said.append("In this model's self-attention the scores include each head's ALiBi bias, −slope·|i − j|.")
-    return " ".join(said) or None
+        said.append(t("code.inside.alibi"))
+    return sentences(said) or None
 
 
 def multi_head(shown: Shown) -> None:
@@ -176,36 +168,31 @@ def multi_head(shown: Shown) -> None:
     inner = shown.tour.tensor(side, layer, SUBLAYERS[kind], "sublayer_in")
     concat, output = (shown.tour.tensor(kind, layer, name) for name in ("concat", "output"))
     d_head = cfg.d_model // cfg.n_heads
-    source_of_keys = "the encoder's output (its memory)" if kind == "cross" else "the same input"
-    st.markdown(f"The layer's input is projected by one matrix into {cfg.n_heads} heads of {d_head} numbers each "
-                f"(queries from this input, keys and values from {source_of_keys}); every head attends on its own, "
-                f"their outputs are laid side by side ({cfg.n_heads} × {d_head} = {cfg.d_model} numbers) and mixed "
-                f"by W^O (`out_proj`). Below: {charts.KIND_TITLES[kind].lower()}, layer {layer + 1}.")
+    source_of_keys = t("code.multi_head.memory" if kind == "cross" else "code.multi_head.same")
+    st.markdown(t("code.multi_head.text", heads=cfg.n_heads, d_head=d_head, keys=source_of_keys, d_model=cfg.d_model,
+                  kind=charts.KIND_TITLES[kind].lower(), layer=layer + 1))
     code_of("multi_head")
     rows, _ = shown.labels(kind)
-    st.markdown("**What it computed for your input:** " + shapes(input=inner, concat=concat, output=output))
+    st.markdown(computed() + shapes(input=inner, concat=concat, output=output))
     charts_row(shown, "multi_head", [("input", vectors(inner, rows, sublayer_input(cfg)), False),
-                                     ("concat", vectors(concat, rows, f"{cfg.n_heads} heads, concatenated"), False),
-                                     ("output", vectors(output, rows, "Output: concat · W^O"), False)])
-    st.caption(f"In the concatenation, columns {shown.head * d_head}..{(shown.head + 1) * d_head - 1} are head "
-               f"{shown.head + 1}'s output, the one section 2 shows.")
+                                     ("concat", vectors(concat, rows, t("code.multi_head.concat", n=cfg.n_heads)),
+                                      False),
+                                     ("output", vectors(output, rows, t("code.multi_head.output")), False)])
+    st.caption(t("code.multi_head.columns", lo=shown.head * d_head, hi=(shown.head + 1) * d_head - 1,
+                 head=shown.head + 1))
 
 
 def masks(shown: Shown) -> None:
     heading("masks")
-    st.markdown("A mask says which keys each query may attend to (True = may attend). The padding mask hides "
-                "`<pad>` keys: a single input has none, so here it hides nothing (the Masks page shows a padded "
-                "batch). The subsequent (causal) mask lets decoder position t see positions 0..t only, so in "
-                "training it cannot read the token it must predict.")
+    st.markdown(t("code.masks.text"))
     code_of("masks")
     items = []
-    for kind, title in (("encoder_self", "Encoder self-attention"), ("decoder_self", "Decoder self-attention"),
-                        ("cross", "Cross-attention")):
+    for kind in ("encoder_self", "decoder_self", "cross"):
         mask = shown.tour.attention(kind, 0)[1][0]
         rows, cols = shown.labels(kind)
-        items.append((kind, lambda mask=mask, rows=rows, cols=cols, title=title: charts.with_title_line(
-            charts.mask_heatmap(mask, rows, cols, title), "mask as applied"), True))
-    st.markdown("**The masks this pass applied** (read back from the trace, layer 1; every layer uses the same):")
+        items.append((kind, lambda mask=mask, rows=rows, cols=cols, kind=kind: charts.with_title_line(
+            charts.mask_heatmap(mask, rows, cols, charts.KIND_TITLES[kind]), t("code.masks.applied")), True))
+    st.markdown(t("code.masks.shown"))
     charts_row(shown, "masks", items)
 
 
@@ -217,16 +204,15 @@ def feed_forward(shown: Shown) -> None:
     site = (side, layer, "feed_forward")
     inner, hidden, out = (shown.tour.tensor(*site, name) for name in ("sublayer_in", "hidden", "sublayer_out"))
     st.latex(r"\mathrm{FFN}(x)=\max(0,\;xW_1+b_1)\,W_2+b_2")
-    st.markdown(f"The same two-layer network runs on every position alone: {cfg.d_model} numbers in, {cfg.d_ff} "
-                f"hidden ones, {cfg.d_model} out. The ReLU set {(hidden == 0).mean():.0%} of the hidden values to 0 "
-                f"for your input. Below: the {side}'s layer {layer + 1}.")
+    st.markdown(t("code.feed_forward.text", d_model=cfg.d_model, d_ff=cfg.d_ff, zeros=(hidden == 0).mean(),
+                  side=STACKS[side], layer=layer + 1))
     code_of("feed_forward")
     rows = charts.token_labels(shown.tour.source_pieces if side == "encoder" else shown.tour.target_pieces)
-    st.markdown("**What it computed for your input:** " + shapes(input=inner, hidden=hidden, output=out))
+    st.markdown(computed() + shapes(input=inner, hidden=hidden, output=out))
     charts_row(shown, "feed_forward", [("input", vectors(inner, rows, sublayer_input(cfg)), False),
-                                       ("hidden", vectors(hidden, rows, "Hidden: max(0, xW₁+b₁)", "hidden unit"),
-                                        False),
-                                       ("output", vectors(out, rows, "Output"), False)])
+                                       ("hidden", vectors(hidden, rows, t("code.feed_forward.hidden"),
+                                                          t("code.feed_forward.unit")), False),
+                                       ("output", vectors(out, rows, t("code.feed_forward.output")), False)])
 
 
 def residual(shown: Shown) -> None:
@@ -238,38 +224,31 @@ def residual(shown: Shown) -> None:
     formula = ("x + \\mathrm{Sublayer}(\\mathrm{LayerNorm}(x))" if cfg.norm == "pre"
                else "\\mathrm{LayerNorm}(x + \\mathrm{Sublayer}(x))")
     st.latex(formula)
-    order = ("normalises the sublayer's input and adds the sublayer's output to x (pre-norm); the paper normalised "
-             "after the sum (post-norm)") if cfg.norm == "pre" else \
-        "normalises after the sum (post-norm), as the paper did"
-    st.markdown(f"Every sublayer sits in a residual connection: its output is added to what came in, so a layer "
-                f"only has to learn a change. This model {order}. Below: the {charts.KIND_TITLES[shown.kind].lower()} "
-                f"sublayer of the {side}'s layer {layer + 1}.")
+    order = t("code.residual.pre" if cfg.norm == "pre" else "code.residual.post")
+    st.markdown(t("code.residual.text", order=order, kind=charts.KIND_TITLES[shown.kind].lower(), side=STACKS[side],
+                  layer=layer + 1))
     code_of("residual")
     rows, _ = shown.labels(shown.kind)
     bound = float(max(np.abs(x).max(), np.abs(change).max(), np.abs(out).max()))
-    st.markdown("**What it computed for your input:** " + shapes(x=x, sublayer=change, out=out))
-    charts_row(shown, "residual", [("x", vectors(x, rows, "x: what came in", bound=bound), False),
-                                   ("change", vectors(change, rows, "The sublayer's output", bound=bound), False),
-                                   ("out", vectors(out, rows, "The sum", bound=bound), False)])
-    st.caption(f"The three share one colour scale. The sublayer's output is {np.abs(change).mean():.2f} on average "
-               f"(absolute value), against {np.abs(x).mean():.2f} for x.")
+    st.markdown(computed() + shapes(x=x, sublayer=change, out=out))
+    charts_row(shown, "residual", [("x", vectors(x, rows, t("code.residual.x"), bound=bound), False),
+                                   ("change", vectors(change, rows, t("code.residual.change"), bound=bound), False),
+                                   ("out", vectors(out, rows, t("code.residual.sum"), bound=bound), False)])
+    st.caption(t("code.residual.caption", change=np.abs(change).mean(), x=np.abs(x).mean()))
 
 
 def encoder_layer(shown: Shown) -> None:
     heading("encoder_layer")
     cfg = shown.bundle.config
     layer = shown.stack_layer("encoder")
-    st.markdown(f"An encoder layer is self-attention, then the feed-forward network, each in a residual connection. "
-                f"The encoder stacks {cfg.n_enc_layers} of them"
-                + (" and ends with a layer norm" if cfg.norm == "pre" else "")
-                + "; its output, the memory, is what every decoder layer's cross-attention reads.")
+    st.markdown(t("code.encoder.text_pre" if cfg.norm == "pre" else "code.encoder.text", n=cfg.n_enc_layers))
     code_of("encoder_layer")
     memory = shown.tour.tensor("encoder", "memory")
     rows = charts.token_labels(shown.tour.source_pieces)
     scores, mask, weights = shown.tour.attention("encoder_self", layer)
-    st.markdown("**What it computed for your input:** " + shapes(memory=memory))
+    st.markdown(computed() + shapes(memory=memory))
     charts_row(shown, "encoder_layer", [
-        ("memory", vectors(memory, rows, "The memory"), False),
+        ("memory", vectors(memory, rows, t("code.encoder.memory")), False),
         ("self", lambda: charts.attention_heatmap(weights[shown.head], rows, rows, charts.attention_title(
             "encoder_self", layer, shown.head)), True)])
 
@@ -278,23 +257,20 @@ def decoder_layer(shown: Shown) -> None:
     heading("decoder_layer")
     cfg = shown.bundle.config
     layer = shown.stack_layer("decoder")
-    st.markdown("A decoder layer is masked self-attention over the output so far, cross-attention over the memory, "
-                f"then the feed-forward network, each in a residual connection. The decoder stacks "
-                f"{cfg.n_dec_layers} of them; a decode with a KV cache feeds only the newest token and keeps the "
-                "earlier keys and values.")
+    st.markdown(t("code.decoder.text", n=cfg.n_dec_layers))
     code_of("decoder_layer")
     hidden = shown.tour.tensor("decoder", "hidden")
     rows, cols = shown.labels("cross")
     self_w = shown.tour.attention("decoder_self", layer)
     cross_w = shown.tour.attention("cross", layer)[2][shown.head]
-    st.markdown("**What it computed for your input:** " + shapes(hidden=hidden))
-    chart(shown, "decoder_layer", "hidden", vectors(hidden, rows, "The decoder's output"), "stretch")
+    st.markdown(computed() + shapes(hidden=hidden))
+    chart(shown, "decoder_layer", "hidden", vectors(hidden, rows, t("code.decoder.output")), "stretch")
     charts_row(shown, "decoder_layer", [
         ("self", lambda: charts.attention_heatmap(self_w[2][shown.head], rows, rows, charts.attention_title(
             "decoder_self", layer, shown.head), mask=self_w[1][shown.head]), True),
         ("cross", lambda: charts.attention_heatmap(cross_w, rows, cols, charts.attention_title(
             "cross", layer, shown.head)), True)])
-    st.caption(display.DECODER_ROWS)
+    st.caption(display.decoder_rows())
 
 
 def top_two(log_probs: np.ndarray, tokenizer) -> list[tuple[str, float, str, float]]:
@@ -307,35 +283,31 @@ def top_two(log_probs: np.ndarray, tokenizer) -> list[tuple[str, float, str, flo
 def generator(shown: Shown) -> None:
     heading("generator")
     vocab = shown.bundle.config.tgt_vocab
-    st.markdown(f"One linear layer turns each decoder position's {shown.bundle.config.d_model} numbers into one score "
-                f"per token of the vocabulary ({vocab} tokens), and log-softmax turns the scores into "
-                "log-probabilities of the next token.")
+    st.markdown(t("code.generator.text", d_model=shown.bundle.config.d_model, vocab=vocab))
     code_of("generator")
     log_probs = shown.tour.log_probs
-    st.markdown("**What it computed for your input:** " + shapes(log_probs=log_probs))
+    st.markdown(computed() + shapes(log_probs=log_probs))
     reads = [token_text(p) for p in shown.tour.target_pieces]
-    st.dataframe(pd.DataFrame([{"Position": t, "Reads": read, "Most likely": a, "Probability": pct(p),
-                                "Runner-up": b, "Its probability": pct(q)}
-                               for t, (read, (a, p, b, q)) in enumerate(zip(reads, top_two(log_probs,
+    st.dataframe(pd.DataFrame([{t("masks.table.position"): i, t("code.table.reads"): read,
+                                t("code.table.likeliest"): a, t("charts.topk.probability"): pct(p),
+                                t("code.table.runner_up"): b, t("code.table.its_probability"): pct(q)}
+                               for i, (read, (a, p, b, q)) in enumerate(zip(reads, top_two(log_probs,
                                                                                           shown.bundle.tokenizer)))]),
                  hide_index=True, width="content")
 
 
 def greedy(shown: Shown) -> None:
     heading("greedy")
-    st.markdown("At inference the decoder has only its own output: step t feeds the token chosen at step t − 1 "
-                "(a KV cache keeps the earlier keys and values), keeps the most likely next token and stops after "
-                "`</s>`. This is the decode every other page traces, step by step.")
+    st.markdown(t("code.greedy.text"))
     code_of("greedy")
     steps = shown.greedy.steps
     gap = float(np.abs(shown.tour.log_probs - np.stack([s.log_probs.numpy() for s in steps])).max())
-    st.markdown("**What it computed for your input:**")
-    st.dataframe(pd.DataFrame([{"Step": s.index + 1, "Reads": token_text(read), "Writes": token_text(s.piece),
-                                "Probability": pct(s.prob)}
+    st.markdown(computed())
+    st.dataframe(pd.DataFrame([{t("errors.failures.step"): s.index + 1, t("code.table.reads"): token_text(read),
+                                t("code.table.writes"): token_text(s.piece), t("charts.topk.probability"): pct(s.prob)}
                                for s, read in zip(steps, shown.greedy.prefix_pieces)]), hide_index=True,
                  width="content")
-    st.caption(f"The sections above show one pass over this whole output at once; its log-probabilities differ from "
-               f"these steps' by at most {gap:.1e} (float rounding), and it predicts the same tokens.")
+    st.caption(t("code.greedy.caption", gap=gap))
 
 
 SECTIONS = {"embeddings": embeddings, "attention": attention, "multi_head": multi_head, "masks": masks,

@@ -20,38 +20,34 @@ from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
 from ui.widgets import expected, pct, token_text, verdict
+from transformer.i18n import t
 
 SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
 
 
 @st.fragment
 def beam_panel(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
-    st.subheader("Greedy or beam search?")
-    st.markdown("Greedy keeps only the single best token at each step. Beam search keeps the *k* best partial "
-                "outputs and returns the finished one with the highest total log-probability "
-                r"$\sum_t \log P(y_t \mid y_{<t}, x)$.")
-    width = view.widget("beam", st.segmented_control, "Beam width", BEAM_WIDTHS, required=True)
+    st.subheader(t("decode.beam.header"))
+    st.markdown(t("decode.beam.text", formula=r"$\sum_t \log P(y_t \mid y_{<t}, x)$"))
+    width = view.widget("beam", st.segmented_control, t("decode.beam.width"), BEAM_WIDTHS, required=True)
     beam = source.beam(width)
     answer, _ = expected(bundle.task, source.text)
     left, right = st.columns(2)
-    for column, name, output, score in ((left, "Greedy", greedy.output_text, greedy.score),
-                                        (right, f"Beam search, width {width}", beam.text, beam.score)):
+    for column, name, output, score in ((left, t("decode.greedy"), greedy.output_text, greedy.score),
+                                        (right, t("decode.beam.name", width=width), beam.text, beam.score)):
         with column.container(border=True):
             st.markdown(f"**{name}**")
-            st.markdown(f"{code(output or '(empty)')} {verdict(output, answer)}")
-            st.markdown(f"total log-probability **{score:.4g}** (probability {pct(math.exp(score))})")
+            st.markdown(f"{code(output or t('decode.empty'))} {verdict(output, answer)}")
+            st.markdown(t("decode.beam.score", score=score, prob=pct(math.exp(score))))
     if beam.text == greedy.output_text:
-        st.caption(":material/check: Both find the same output.")
+        st.caption(":material/check: " + t("decode.beam.same"))
         if not bundle.card.get("under_trained") and BEAM_DEMO in registry.entries():
-            st.caption("A well-trained model is so sure of each token that greedy and beam search almost always "
-                       "agree. Beam search earns its keep on a model that is still unsure: try the under-trained "
-                       "reverse model, whose example inputs include some where only beam search is right.")
-            if st.button("Open the under-trained reverse model", icon=":material/swap_horiz:", key="decode_beam_demo"):
+            st.caption(t("decode.beam.demo"))
+            if st.button(t("decode.beam.demo_button"), icon=":material/swap_horiz:", key="decode_beam_demo"):
                 registry.set_active(BEAM_DEMO)
                 st.rerun()  # the whole page: this panel is a fragment, and the sidebar shows the model too
     else:
-        st.markdown(":orange-badge[:material/compare_arrows: different outputs] beam search found a sequence "
-                    f"whose total log-probability differs by {beam.score - greedy.score:+.4g}.")
+        st.markdown(t("decode.beam.different", diff=beam.score - greedy.score))
     view.sync_url()
 
 
@@ -63,53 +59,49 @@ def sampling_controls(view: View) -> None:
     bounds = {name: DECODE.by_name[name].bounds() for name in ("temperature", "top_k", "top_p", "seed")}
     temperature, top_k, top_p, seed = st.columns(4)
     with temperature:
-        view.widget("temperature", st.number_input, "Temperature", **bounds["temperature"], step=0.1,
-                    format="%.2f", help="Divides the logits before softmax: below 1 sharper, above 1 flatter.")
+        view.widget("temperature", st.number_input, t("decode.sampling.temperature"), **bounds["temperature"],
+                    step=0.1, format="%.2f", help=t("decode.sampling.temperature_help"))
     with top_k:
         box = view.widget_key("top_k")
         view.widget("top_k", st.number_input, "Top-k", **bounds["top_k"], value=None, step=1,
-                    placeholder="off",  # value=None: the box may be emptied (off)
+                    placeholder=t("decode.sampling.off"),  # value=None: the box may be emptied (off)
                     on_change=lambda: view.reset("top_k") if st.session_state[box] is None else None,
-                    help="Draw only from the k most likely tokens; empty: off.")
+                    help=t("decode.sampling.top_k_help"))
     with top_p:
         view.widget("top_p", st.number_input, "Top-p", **bounds["top_p"], step=0.05, format="%.2f",
-                    help="Draw only from the smallest set of most likely tokens whose probabilities add up to at "
-                         "least p (nucleus sampling); 1: off.")
+                    help=t("decode.sampling.top_p_help"))
     with seed:
-        view.widget("seed", st.number_input, "Seed", **bounds["seed"], step=1,
-                    help=f"The same seed always draws the same tokens; the {SAMPLES} samples use this seed and "
-                         "the next ones.")
+        view.widget("seed", st.number_input, t("errors.seed"), **bounds["seed"], step=1,
+                    help=t("decode.sampling.seed_help", n=SAMPLES))
 
 
 def sample_step(view: View, drawn: SampleResult) -> int:
     """The 0-based step of the first sample to show (its first by default), with a slider when there are more."""
     n_steps, chosen = len(drawn.steps), view.get("sample_step")
     if chosen is not None and chosen > n_steps:
-        view.refuse("sample_step", f"this sample has only {n_steps} step(s)")
+        view.refuse("sample_step", t("decode.link.sample_steps", n=n_steps))
         chosen = None
     if n_steps > 1:
-        view.widget("sample_step", st.slider, f"Step of the sample with seed {drawn.settings.seed} (of {n_steps})",
+        view.widget("sample_step", st.slider, t("decode.sampling.step", seed=drawn.settings.seed, n=n_steps),
                     1, n_steps, to_widget=lambda value: value or 1)
     return (chosen or 1) - 1
 
 
-def sampling_chart(bundle, drawn: SampleResult, t: int) -> None:
-    """Step t of a sample: the model's, the tempered and the filtered distribution over the tokens that hold a share
-    worth seeing (and the drawn one), the rest summed in one bar, and what was drawn."""
-    step, vocab = drawn.steps[t], len(drawn.steps[t].probs)
-    stages = {"model": step.probs.numpy(), "after temperature": step.tempered.numpy(),
-              "after top-k / top-p": step.filtered.numpy()}
+def sampling_chart(bundle, drawn: SampleResult, index: int) -> None:
+    """Step `index` of a sample: the model's, the tempered and the filtered distribution over the tokens that hold a
+    share worth seeing (and the drawn one), the rest summed in one bar, and what was drawn."""
+    step, vocab = drawn.steps[index], len(drawn.steps[index].probs)
+    stages = {"model": step.probs.numpy(), "tempered": step.tempered.numpy(), "filtered": step.filtered.numpy()}
     ids = tokens_that_matter(stages, step.token)
     rest = np.setdiff1d(np.arange(vocab), ids)
-    pieces = [bundle.tokenizer.piece(i) for i in ids] + ([f"the other {len(rest)}"] if len(rest) else [])
+    others = [t("decode.sampling.others", n=len(rest))] if len(rest) else []
+    pieces = [bundle.tokenizer.piece(i) for i in ids] + others
     shown = {name: np.append(p[ids], p[rest].sum()) if len(rest) else p[ids] for name, p in stages.items()}
-    fig = sampling_bars(pieces, shown, drawn=step.piece, title=f"Sampling distributions · step {t + 1}")
-    show_figure(fig, chart_filename(bundle.task.name, "sampling", step=t), key="decode_chart_sampling")
-    st.markdown(f"**Step {t + 1}:** drew **{code(token_text(step.piece))}** (outlined) with probability "
-                f"**{pct(step.prob)}**; the model alone gave it {pct(float(step.probs[step.token]))}. The filters "
-                f"kept {step.kept} of {vocab} tokens.")
-    st.caption(f"One bar for each token that holds at least 1% in some stage (and the drawn one); the last bar sums "
-               f"the other {len(rest)} tokens. Each distribution sums to 1.")
+    fig = sampling_bars(pieces, shown, drawn=step.piece, title=t("decode.sampling.title", n=index + 1))
+    show_figure(fig, chart_filename(bundle.task.name, "sampling", step=index), key="decode_chart_sampling")
+    st.markdown(t("decode.sampling.drew", n=index + 1, token=code(token_text(step.piece)), prob=pct(step.prob),
+                  alone=pct(float(step.probs[step.token])), kept=step.kept, vocab=vocab))
+    st.caption(t("decode.sampling.bars", n=len(rest)))
 
 
 def drawn_samples(source: decodes.Source, bundle, settings: SampleSettings) -> list[SampleResult]:
@@ -127,27 +119,24 @@ def drawn_samples(source: decodes.Source, bundle, settings: SampleSettings) -> l
 @st.fragment
 def sampling_panel(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
     """Temperature / top-k / top-p sampling: a few seeded samples beside greedy, and one step's distributions."""
-    st.subheader("Sampling instead of greedy")
-    st.markdown("Chatbots rarely take the single most likely token: they **sample** it. The logits are divided "
-                "by a **temperature**, turned into probabilities, cut to the **top-k** most likely tokens and to "
-                "the smallest set whose probabilities add up to **top-p**, and one token is drawn from what is "
-                "left. Temperature near 0, or top-k = 1, is greedy decoding again.")
+    st.subheader(t("decode.sampling.header"))
+    st.markdown(t("decode.sampling.text"))
     sampling_controls(view)
     values = view.values()
     try:
         settings = SampleSettings(values["temperature"], values["top_k"], values["top_p"], values["seed"])
         drawn = drawn_samples(source, bundle, settings)
     except (DecodeError, TokenizerError) as exc:
-        st.error(f"Cannot sample with these settings: {literal(str(exc))}.", icon=":material/error:")
+        st.error(t("decode.sampling.cannot", error=literal(str(exc))), icon=":material/error:")
         view.sync_url()
         return
     answer, _ = expected(bundle.task, source.text)
     columns = st.columns(SAMPLES + 1)
-    outputs = [("Greedy", greedy.output_text)] + [(f"Sample · seed {d.settings.seed}", d.output_text) for d in drawn]
+    outputs = [(t("decode.greedy"), greedy.output_text)] + [
+        (t("decode.sampling.sample", seed=d.settings.seed), d.output_text) for d in drawn]
     for column, (name, output) in zip(columns, outputs):
         with column.container(border=True):
             st.markdown(f"**{name}**")
-            st.markdown(f"{code(output or '(empty)')} {verdict(output, answer)}")
-    t = sample_step(view, drawn[0])
-    sampling_chart(bundle, drawn[0], t)
+            st.markdown(f"{code(output or t('decode.empty'))} {verdict(output, answer)}")
+    sampling_chart(bundle, drawn[0], sample_step(view, drawn[0]))
     view.sync_url()

@@ -15,22 +15,17 @@ from ui import animations, display, runs
 from ui.code_links import code_link
 from ui import model_registry as registry
 from ui.run_settings import RunSettings, few_pairs_note
+from ui.markdown import code
 from ui.state import View
 from ui.tables.train import ALL_HEADS
+from transformer.i18n import Texts, sentences, t
 
-STATE_LINES = {
-    "running": ":green[**Training…**]",
-    "paused": ":orange[**Paused.**] Resume, run a few steps, or stop.",
-}
+STATE_LINES = Texts({"running": "train.live.running", "paused": "train.live.paused"})
 # How a finished run ended, as one sentence each ({steps}: the steps it ran, {time}: how long it trained)
-ENDINGS = {
-    "target reached": "**Finished:** the run reached its target held-out exact match at step {steps} ({time}).",
-    "max steps": "**Finished:** the run completed all {steps} of its steps ({time}).",
-    "time limit": "**Finished:** the run reached its time limit after {steps} steps ({time}).",
-    "stopped": "**Stopped** after {steps} steps ({time}): you stopped the run.",
-    "session gone": "**Stopped** after {steps} steps ({time}): its browser session went away.",
-}
-ENDED = "**Finished:** the run ended after {steps} steps ({time})."
+ENDINGS = {"target reached": "train.live.end.target", "max steps": "train.live.end.max_steps",
+           "time limit": "train.live.end.time_limit", "stopped": "train.live.end.stopped",
+           "session gone": "train.live.end.session_gone"}
+ENDED = "train.live.end.other"
 LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
 PROBE_MAX_HEIGHT = 380
 
@@ -43,21 +38,20 @@ def show_message(slot: str) -> None:
 def check_probe_view(view: View, layers: int, heads: int) -> None:
     """A layer or head the model does not have returns to the default (with a note when a link named it)."""
     if view.get("layer") > layers:
-        view.refuse("layer", f"this model has {layers} decoder layer(s)")
+        view.refuse("layer", t("train.link.layers", n=layers))
     if view.get("head") > heads:
-        view.refuse("head", f"this model has {heads} heads per layer")
+        view.refuse("head", t("train.link.heads", n=heads))
 
 
 def probe_changed(view: View) -> None:
     run = runs.current_run()
     if run is not None and (result := run.probe_now(view.get("probe") or "")).error:
-        runs.say("warning", f"The probe keeps its previous input: {result.error}")
+        runs.say("warning", t("train.live.probe_kept", error=result.error))
 
 
 def probe_box(view: View, text: str) -> None:
-    view.widget("probe", st.text_input, "Probe input", to_widget=lambda _: text, on_change=lambda: probe_changed(view),
-                max_chars=120, help="The model greedy-decodes this input every few steps while it trains; its "
-                "cross-attention is kept so you can replay it.")
+    view.widget("probe", st.text_input, t("train.live.probe"), to_widget=lambda _: text,
+                on_change=lambda: probe_changed(view), max_chars=120, help=t("train.live.probe_help"))
 
 
 def pick_snapshot(view: View, timeline: list, running: bool) -> int:
@@ -68,9 +62,8 @@ def pick_snapshot(view: View, timeline: list, running: bool) -> int:
     following = running and view.get("follow")
     if following or view.get("snapshot") not in steps:
         view.set("snapshot", steps[-1])
-    chosen = view.widget("snapshot", st.select_slider, "Snapshot (training step)", options=steps, disabled=following,
-                         help="Drag back to replay how the heads formed (turn off Follow training, or pause, first). "
-                         f"The probe is decoded every {runs.PROBE_EVERY} steps (less often in long runs).")
+    chosen = view.widget("snapshot", st.select_slider, t("train.live.snapshot"), options=steps, disabled=following,
+                         help=t("train.live.snapshot_help", n=runs.PROBE_EVERY))
     return steps.index(chosen)
 
 
@@ -81,49 +74,49 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
     width, where its tiles are large enough to read); returns the training step of the snapshot shown (None
     before the first)."""
     if not timeline:
-        waiting = "The first snapshot of the probe comes once training starts." if state == "queued" else \
-            "Taking the first snapshot of the probe…"
-        st.info(waiting, icon=":material/hourglass_top:")
+        st.info(t("train.live.first_later" if state == "queued" else "train.live.first_now"),
+                icon=":material/hourglass_top:")
         return None
     running = state in runs.POLLED
     row = scrub.container(horizontal=True, vertical_alignment="center")
     slider_col, follow_col = row.container(), row.container(width="content")  # Follow keeps its whole label
     if running:
         with follow_col:
-            view.widget("follow", st.toggle, "Follow",
-                        help="Follow training: show the newest snapshot; turn off to replay earlier ones.")
+            view.widget("follow", st.toggle, t("train.live.follow"), help=t("train.live.follow_help"))
     with slider_col:
         step, result = timeline[pick_snapshot(view, timeline, running)]
     if result.error:
-        st.warning(f"The probe input “{result.source}” cannot be decoded: {result.error}")
+        st.warning(t("train.live.probe_error", probe=result.source, error=result.error))
         return step
     layers, heads = result.cross.shape[:2]
     check_probe_view(view, layers, heads)
     top = st.columns(2)
     with top[0]:  # the options name themselves ("Layer 1", "Head 2"): no labels above, more room for the chart
-        layer = view.widget("layer", st.selectbox, "Layer", list(range(1, layers + 1)),
-                            format_func=lambda i: f"Layer {i}", label_visibility="collapsed") - 1
+        layer = view.widget("layer", st.selectbox, t("masks.layer"), list(range(1, layers + 1)),
+                            format_func=lambda i: t("attention.layer_n", n=i), label_visibility="collapsed") - 1
     with top[1]:
-        head = view.widget("head", st.selectbox, "Head", [ALL_HEADS, *range(1, heads + 1)],
-                           format_func=lambda h: "All heads" if h == ALL_HEADS else f"Head {h}",
-                           label_visibility="collapsed", help="One head, large, with its tokens; or every head.")
+        head = view.widget("head", st.selectbox, t("masks.head"), [ALL_HEADS, *range(1, heads + 1)],
+                           format_func=lambda h: t("train.live.all_heads") if h == ALL_HEADS
+                           else t("attention.head_n", n=h), label_visibility="collapsed",
+                           help=t("train.live.head_help"))
     head = None if head == ALL_HEADS else head - 1
     fig = runs.figures().get("probe", (id(result), layer, head),
                              lambda: first_screen(runs.probe_figure(result, step, layer, head), head))
     filename = probe_filename(task.name, step, layer, head)
     if head is None:
-        st.caption(":material/south: Every head of every layer, at the page's width below.")
+        st.caption(":material/south: " + t("train.live.grid_below"))
     with wide if head is None else st.container():
         display.show_figure(fig, filename, key="train_probe_chart")
     expected = task.answer(result.source)
-    verdict = "" if expected is None else (" · :green[**right**]" if result.output_text == expected
-                                           else f" · :red[**wrong**], expected `{expected}`")
-    st.markdown(f"Step **{step:,}**: `{result.source}` → `{result.output_text or '(nothing)'}`{verdict}")
+    verdict = "" if expected is None else (t("train.live.right") if result.output_text == expected
+                                           else t("train.live.wrong", expected=code(expected)))
+    st.markdown(t("train.live.probe_line", step=step, probe=code(result.source),
+                  output=code(result.output_text or t("checkpoints.evaluate.nothing"))) + verdict)
     if head is not None:
         rows, cols = probe_labels(result)
         display.csv_download(display.cross_weights(result.cross, layer, head), rows, cols, filename,
                              key="train_probe_csv")
-    st.caption(display.DECODER_ROWS + " Columns: the input tokens.")
+    st.caption(display.decoder_rows() + " " + t("train.live.columns"))
     code_link("attention", text=result.source, kind="cross", layer=layer, head=head)
     return step
 
@@ -132,12 +125,12 @@ def metrics_line(snapshot) -> None:
     """The latest losses and accuracies on one line above the curves and the probe (a live run's screen has no
     room for more)."""
     latest = snapshot.history[-1] if snapshot.history else {}
-    values = {"Training loss": f"{snapshot.loss:.3f}" if snapshot.step else "–",
-              "Held-out loss": f"{latest['loss']:.3f}" if latest else "–",
-              "Token accuracy": f"{latest['token_accuracy']:.1%}" if latest else "–",
-              "Exact match": f"{latest['exact_match']:.1%}" if latest else "–"}
+    values = {t("train.live.training_loss"): f"{snapshot.loss:.3f}" if snapshot.step else "–",
+              t("train.live.held_out_loss"): f"{latest['loss']:.3f}" if latest else "–",
+              t("checkpoints.evaluate.token_accuracy"): f"{latest['token_accuracy']:.1%}" if latest else "–",
+              t("errors.exact_match"): f"{latest['exact_match']:.1%}" if latest else "–"}
     st.markdown(" · ".join(f"{name} **{value}**" for name, value in values.items()),
-                help="Exact match: greedy outputs identical to the answer, on held-out inputs never trained on.")
+                help=t("train.live.metrics_help"))
 
 
 def memorising_note(run: runs.Run, snapshot) -> None:
@@ -147,39 +140,36 @@ def memorising_note(run: runs.Run, snapshot) -> None:
         return
     seen = []
     if found.rising:
-        seen.append(f"The held-out loss was lowest at step {found.best_step:,} ({found.best_loss:.2f}) and has risen "
-                    f"to {found.loss:.2f}, while the training loss fell to {found.train_loss:.3f}.")
+        seen.append(t("train.memorising.rising", step=found.best_step, best=found.best_loss, loss=found.loss,
+                      train=found.train_loss))
     if found.gap:
-        seen.append(f"It gets {found.train_accuracy:.0%} of the tokens of its training pairs right, but only "
-                    f"{found.accuracy:.0%} of those of held-out inputs (held-out exact match "
-                    f"{found.exact_match:.0%}).")
-    helps = [f"What helps: {more_pairs(run.task)}",
-             "A smaller model (fewer layers, a narrower d_model) has less room to learn pairs by heart."]
+        seen.append(t("train.memorising.gap", train=found.train_accuracy, held_out=found.accuracy,
+                      exact=found.exact_match))
+    helps = [t("train.memorising.helps", more=more_pairs(run.task)), t("train.memorising.smaller")]
     if found.rising:
-        helps.append(f"Fewer steps would stop it near step {found.best_step:,}, where it did best on held-out inputs.")
-    st.warning(f"**The model is memorising its training pairs.** {' '.join(seen + helps)}", icon=":material/school:")
+        helps.append(t("train.memorising.fewer_steps", step=found.best_step))
+    st.warning(t("train.memorising.title", text=sentences(seen + helps)),
+               icon=":material/school:")
 
 
 def more_pairs(task) -> str:
     """The sentence on data size: the run's own pairs against what the recipe needs and the presets train on."""
     if task.name == CustomTask.name:
-        return f"more pairs (your data has {task.card_params()['train_pairs']:,} to train on). {few_pairs_note()}"
+        return t("train.memorising.more_own", n=task.card_params()["train_pairs"], note=few_pairs_note())
     low, high = preset_pairs()
-    return f"more different pairs (a wider range of inputs); the presets train on {low:,} to {high:,}."
+    return t("train.memorising.more_different", low=low, high=high)
 
 
 def queue_line(run: runs.Run) -> str:
     """Where a queued run stands: "2 runs ahead of yours", or next."""
     position = run.position()
     slots, _ = runs.queue_limits()
-    busy = f"all {slots} of this server's training slots are busy" if slots > 1 else \
-        "this server's training slot is busy"
+    busy = t("train.queue.busy", n=slots) if slots > 1 else t("train.queue.busy_one")
     if not position:  # its turn came since the snapshot was taken
-        return ":blue[**Starting…**]"
+        return t("train.queue.starting")
     ahead = position - 1
-    where = ("yours is next" if ahead == 0 else f"{ahead:,} run{'s' if ahead != 1 else ''} ahead of yours")
-    return (f":blue[**Waiting for a training slot:**] {where}. Training starts by itself when one frees up "
-            f"({busy}); Pause leaves the line.")
+    where = t("train.queue.next") if ahead == 0 else t("train.queue.ahead", n=ahead)
+    return t("train.queue.waiting", where=where, busy=busy)
 
 
 def status_line(run: runs.Run, snapshot) -> None:
@@ -187,21 +177,18 @@ def status_line(run: runs.Run, snapshot) -> None:
     if snapshot.state == "queued":
         st.markdown(queue_line(run))
     elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
-        st.markdown(":green[**Starting a training process…**] (a few seconds: it loads the model code first)")
+        st.markdown(t("train.live.starting"))
     elif snapshot.state == "running" and snapshot.parked:
-        st.markdown(":green[**Resuming…**] A new training process is starting from the state the run paused at "
-                    "(a few seconds).")
+        st.markdown(t("train.live.resuming"))
     elif snapshot.state == "paused" and snapshot.parked:
-        text = (f"{STATE_LINES['paused']} While it waited, its training process went back to the server for other "
-                f"runs; Resume or Step starts a new one from exactly this step (a few seconds). {text}")
+        text = sentences([STATE_LINES["paused"], t("train.live.parked"), text])
     elif snapshot.state == "error":
-        st.error(f"Training failed at step {snapshot.step:,}: {snapshot.error}. The model as of that step is "
-                 "kept: you can still use or download it below.")
+        st.error(t("train.live.failed", step=snapshot.step, error=snapshot.error))
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
         text = f"{STATE_LINES[snapshot.state]} {text}"
     else:
-        st.markdown(ENDINGS.get(snapshot.finished_reason, ENDED).format(steps=f"{snapshot.step:,}",
-                                                                      time=format_seconds(snapshot.elapsed)))
+        st.markdown(t(ENDINGS.get(snapshot.finished_reason, ENDED), steps=snapshot.step,
+                      time=format_seconds(snapshot.elapsed)))
     st.progress(value, text=text)
 
 
@@ -228,14 +215,12 @@ def live_charts(view: View, run: runs.Run) -> None:
     with curves:
         every = run.settings.train.eval_every
         if not snapshot.history:
-            st.info(f"The curves start at the first evaluation, at step {every:,}.", icon=":material/show_chart:")
+            st.info(t("train.live.curves_later", n=every), icon=":material/show_chart:")
         else:
             fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
                                      lambda: curves_at(snapshot, run.task.name, step))
             display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
-            st.caption(f"Measured every {every:,} steps: held-out inputs (solid) against the latest training batch "
-                       "(dashed); the shading is the gap between them."
-                       + (" The dotted line marks the step of the probe shown." if step is not None else ""))
+            st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves", n=every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
     keep_row(run, snapshot)
@@ -264,22 +249,21 @@ def keep_clicked(run: runs.Run) -> None:
     try:
         key = runs.keep_snapshot(run)
     except StoreError as exc:
-        runs.say("error", f"The weights were not kept: they cannot be kept on this server: {exc}.", "keep")
+        runs.say("error", t("train.live.not_kept", error=exc), "keep")
         return
-    runs.say("success", f"Kept “{registry.entries()[key].label}”: pick it on the Compare page or in the sidebar.",
-             "keep")
+    runs.say("success", t("train.live.kept", model=registry.entries()[key].label), "keep")
 
 
 def keep_row(run: runs.Run, snapshot) -> None:
     """Keep the weights as of now (a snapshot, at most runs.MAX_SNAPSHOTS per session) to compare them later."""
     kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
     with st.container(horizontal=True, vertical_alignment="center"):
-        st.button(f"Keep weights at step {snapshot.step:,}", key="train_keep", icon=":material/bookmark_add:",
+        st.button(t("train.live.keep", step=snapshot.step), key="train_keep", icon=":material/bookmark_add:",
                   disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=keep_clicked, args=(run,),
-                  help="Keep the model as it is now, to compare it with a later step on the Compare page "
-                       f"(at most {runs.MAX_SNAPSHOTS} kept; the oldest goes first).")
-        done = f"Kept: {', '.join(f'step {step:,}' for step, _ in kept)}. " if kept else ""
-        st.caption(done + "Compare two kept steps, or a step with the finished model, on the Compare page.")
+                  help=t("train.live.keep_help", n=runs.MAX_SNAPSHOTS))
+        done = t("train.live.kept_steps", steps=t("app.list_items").join(t("charts.step", n=f"{step:,}")
+                                                                          for step, _ in kept)) if kept else ""
+        st.caption(done + t("train.live.keep_caption"))
     show_message("keep")
 
 
@@ -301,10 +285,9 @@ def preview_view(settings: RunSettings, text: str) -> None:
     """Before Start: the untrained model's cross-attention on the probe."""
     result = runs.preview(settings.key(), text)
     if result.error:
-        st.warning(f"The probe input cannot be decoded: {result.error}")
+        st.warning(t("train.live.preview_error", error=result.error))
         return
-    st.info("This is the **untrained** model: its cross-attention has no structure yet. Press **Start** and "
-            "watch it change as the model learns (for *reverse*, an anti-diagonal appears).", icon=":material/info:")
+    st.info(t("train.live.untrained"), icon=":material/info:")
     fig = runs.probe_figure(result, 0, 0, None)
     display.show_figure(fig, probe_filename(settings.train.task, 0, 0, None), key="train_preview_chart")
-    st.markdown(f"Untrained output: `{result.output_text or '(nothing)'}`")
+    st.markdown(t("train.live.untrained_output", output=code(result.output_text or t("checkpoints.evaluate.nothing"))))

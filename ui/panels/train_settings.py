@@ -9,6 +9,7 @@ from transformer.tasks import TASKS, CustomTask
 from transformer.tasks.custom import (
     MAX_DATA_MB, MAX_TITLE, MIN_PAIRS, TOKENIZATIONS, decode_data, heldout_size, parse_pairs, too_large,
 )
+from transformer.i18n import Texts, t
 from transformer.training.devices import DEVICES, cuda_available
 from transformer.training.diagnosis import MIN_LEARNING_PAIRS
 from ui.run_settings import (
@@ -22,7 +23,7 @@ from ui.tables.train import (
     setting_text, settings_of, stop_target,
 )
 
-TOKENIZATION_LABELS = {"char": "Characters (one token each)", "sentencepiece": "Sentencepiece subwords"}
+TOKENIZATION_LABELS = Texts({"char": "train.custom.char", "sentencepiece": "train.custom.sentencepiece"})
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -40,8 +41,9 @@ def number(view: View, prop: IntSetting | FloatSetting, disabled: bool, **extra)
         fits = batch_ceiling(settings_of(view.values()).key(), prop.hi)
         if fits is not None:
             args["max_value"] = max(fits, view.get("batch_size"))
-            args["help"] = f"{prop.help} With these settings the run budget allows at most {fits:,}."
-    return view.widget(prop.name, st.number_input, prop.label, from_widget=normal, disabled=disabled, **args, **extra)
+            args["help"] += t("train.batch_fits", n=fits)
+    return view.widget(prop.name, st.number_input, prop.label(), from_widget=normal, disabled=disabled, **args,
+                       **extra)
 
 
 def grid(view: View, fields: dict, disabled: bool, columns: int = 3) -> None:
@@ -61,11 +63,10 @@ def check_settings(view: View) -> None:
     own = task_defaults(task)
     for name, prop in PARAM_FIELDS.items():
         if name not in own and view.get(name) != prop.default:
-            view.refuse(name, f"the {task} task has no such setting")
+            view.refuse(name, t("train.link.no_setting", task=task))
     values = view.values()
     if view.get("device") == "cuda" and not cuda_available():
-        view.refuse("device", "this server has no CUDA GPU (torch.cuda.is_available() is False); "
-                    "training runs on the CPU")
+        view.refuse("device", t("train.link.no_cuda"))
     checks = ((own, task_problem(task, {name: values[name] for name in own})),
               (MODEL_FIELDS, model_problem(settings_of(values).model)))
     for names, problem in checks:
@@ -82,13 +83,13 @@ def reset_to_preset(view: View) -> None:
 def preset_row(view: View, task: str, locked: bool) -> None:
     """What the task's preset sets, the settings changed since, and a button back to the preset."""
     changed = [name for name in PRESET_PROPS if view.get(name) != view.default(name)]
-    note = f"**Preset for {task_class(task).title}:** {preset_note(task)}"
+    note = t("train.preset", task=task_class(task).title, settings=preset_note(task))
     if changed:
-        note += " · :orange[changed: " + ", ".join(setting_text(name, view.get(name)) for name in changed) + "]"
+        note += t("train.changed", settings=t("app.list_comma").join(setting_text(name, view.get(name))
+                                                                       for name in changed))
     with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
-        st.markdown(note, help="Picking a task loads its preset: the model shape and training recipe measured "
-                    "fastest to its bar (transformer/presets.py). Your seed, early stop and device stay.")
-        st.button("Reset to preset", key="train_preset_reset", icon=":material/settings_backup_restore:",
+        st.markdown(note, help=t("train.preset_help"))
+        st.button(t("train.reset_preset"), key="train_preset_reset", icon=":material/settings_backup_restore:",
                   disabled=locked or not changed, on_click=reset_to_preset, args=(view,))
 
 
@@ -108,7 +109,7 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
     expander of its own: see main)."""
     cols = st.columns([1.3, 0.75, 0.75, 2.2], vertical_alignment="bottom")
     with cols[0]:
-        task = view.widget("task", st.selectbox, "Task", [*TASKS, CustomTask.name],
+        task = view.widget("task", st.selectbox, t("compare.facts.task"), [*TASKS, CustomTask.name],
                            format_func=lambda name: task_class(name).title,
                            disabled=locked)
     for col, name in zip(cols[1:3], task_defaults(task)):
@@ -119,50 +120,40 @@ def settings_panel(view: View, locked: bool) -> RunSettings:
         custom_data_panel(view, locked)
     preset_row(view, task, locked)
     shape_col, train_col = st.columns(2, gap="medium")
-    with shape_col, section("Model shape", ":material/account_tree:", nested=locked):
+    with shape_col, section(t("train.shape"), ":material/account_tree:", nested=locked):
         grid(view, MODEL_FIELDS, locked)
         norm_col, pos_col = st.columns(2)
         with norm_col:
-            view.widget("norm", st.selectbox, "Norm placement", list(NORM_LABELS), format_func=NORM_LABELS.get,
-                        disabled=locked)
+            view.widget("norm", st.selectbox, t("train.norm_placement"), list(NORM_LABELS),
+                        format_func=NORM_LABELS.get, disabled=locked)
         with pos_col:
-            view.widget("positional", st.selectbox, "Positional encoding", list(POSITIONAL_LABELS),
+            view.widget("positional", st.selectbox, t("train.positional"), list(POSITIONAL_LABELS),
                         format_func=POSITIONAL_LABELS.get, disabled=locked)
         qk_col, init_col = st.columns(2, vertical_alignment="bottom")
         with qk_col:
-            view.widget("qk_norm", st.toggle, "qk-norm", disabled=locked,
-                        help="RMS-normalise each head's queries and keys before their dot product (the attention "
-                        "shown is of the normalised ones): steadier training at higher learning rates.")
+            view.widget("qk_norm", st.toggle, t("train.qk_norm"), disabled=locked, help=t("train.qk_norm_help"))
         with init_col:
-            view.widget("init", st.selectbox, "Initial weights", list(INIT_LABELS), format_func=INIT_LABELS.get,
-                        disabled=locked, help="Identity: the output weights of every attention and feed-forward "
-                        "branch start at zero, so each layer starts by passing its input on (plus a bias), and the "
-                        "token embeddings start small. Reverse learns from about a quarter of the examples Xavier "
-                        "needs.")
-    with train_col, section("Training settings", ":material/tune:", nested=locked):
+            view.widget("init", st.selectbox, t("train.init"), list(INIT_LABELS), format_func=INIT_LABELS.get,
+                        disabled=locked, help=t("train.init_help"))
+    with train_col, section(t("checkpoints.card.training"), ":material/tune:", nested=locked):
         grid(view, TRAIN_FIELDS, locked)
         opt_col, muon_col, schedule_col = st.columns(3)
         with opt_col:
-            optimizer = view.widget("optimizer", st.selectbox, "Optimizer", list(OPTIMIZER_LABELS),
-                                    format_func=OPTIMIZER_LABELS.get, disabled=locked,
-                                    help="Muon orthogonalises the update of each weight matrix inside the layers "
-                                    "(torch.optim.Muon); Adam trains everything else.")
+            optimizer = view.widget("optimizer", st.selectbox, t("train.optimizer"), list(OPTIMIZER_LABELS),
+                                    format_func=OPTIMIZER_LABELS.get, disabled=locked, help=t("train.optimizer_help"))
         with muon_col:
             number(view, MUON_LR, locked or optimizer != "muon")
         with schedule_col:
-            view.widget("schedule", st.selectbox, "Learning-rate decay", list(SCHEDULE_LABELS),
-                        format_func=SCHEDULE_LABELS.get, disabled=locked,
-                        help="After the warm-up the learning rate falls to 2% of its peak by the last step: along a "
-                        "line, or half a cosine (high for longer, a softer landing).")
-        view.widget("stop_early", st.checkbox, f"Stop once held-out exact match reaches {stop_target(task):.0%}",
-                    disabled=locked, help=f"Checked every {TRAIN_DEFAULTS.eval_every} steps on "
-                    f"{TRAIN_DEFAULTS.eval_samples} held-out inputs, confirmed on {TRAIN_DEFAULTS.confirm_samples}.")
+            view.widget("schedule", st.selectbox, t("train.schedule"), list(SCHEDULE_LABELS),
+                        format_func=SCHEDULE_LABELS.get, disabled=locked, help=t("train.schedule_help"))
+        view.widget("stop_early", st.checkbox, t("train.stop_early", target=stop_target(task)), disabled=locked,
+                    help=t("train.stop_early_help", every=TRAIN_DEFAULTS.eval_every, n=TRAIN_DEFAULTS.eval_samples,
+                           confirm=TRAIN_DEFAULTS.confirm_samples))
         if cuda_available():  # on a server without a GPU there is nothing to choose
-            view.widget("device", st.selectbox, "Device", list(DEVICES), format_func=DEVICE_LABELS.get,
-                        disabled=locked, help="Where the run trains. Auto uses the GPU; the weights you use or "
-                        "download are the same either way (kept on the CPU).")
+            view.widget("device", st.selectbox, t("train.device"), list(DEVICES), format_func=DEVICE_LABELS.get,
+                        disabled=locked, help=t("train.device_help"))
     settings = settings_of(view.values())
-    st.caption(settings_summary(settings) + (" · *locked while the run is live*" if locked else ""))
+    st.caption(settings_summary(settings) + (t("train.locked") if locked else ""))
     return settings
 
 
@@ -183,9 +174,7 @@ def upload_problem(view: View, upload) -> str | None:
 def too_few(train: int) -> None:
     """Before Start: warn when own data has fewer training pairs than the recipe needs to learn much."""
     if train < MIN_LEARNING_PAIRS:
-        st.warning(f"Your data has {train:,} pairs to train on: probably too few to learn the task, and the model "
-                   f"will learn them by heart. {few_pairs_note()} Add pairs if you can; you can still start and "
-                   "watch it memorise.", icon=":material/warning:")
+        st.warning(t("train.too_few", n=train, note=few_pairs_note()), icon=":material/warning:")
 
 
 def custom_data_panel(view: View, locked: bool) -> None:
@@ -194,24 +183,21 @@ def custom_data_panel(view: View, locked: bool) -> None:
     with st.container(border=True, key="train_custom"):
         up_col, name_col, tok_col = st.columns([2.2, 1, 1.2])
         with up_col:
-            upload = st.file_uploader("Upload a two-column TSV or CSV file (UTF-8): source, target",
-                                      type=["tsv", "csv", "txt"], key="train_custom_upload", disabled=locked,
-                                      max_upload_size=MAX_DATA_MB)  # the limit the box shows
+            upload = st.file_uploader(t("train.custom.upload"), type=["tsv", "csv", "txt"], key="train_custom_upload",
+                                      disabled=locked, max_upload_size=MAX_DATA_MB)  # the limit the box shows
         why = upload_problem(view, upload) if upload is not None else None  # before the widgets it fills
         with name_col:
-            view.widget("custom_title", st.text_input, "Name of the data", max_chars=MAX_TITLE,
-                        placeholder="my data", disabled=locked)
+            view.widget("custom_title", st.text_input, t("train.custom.name"), max_chars=MAX_TITLE,
+                        placeholder=t("train.custom.my_data"), disabled=locked)
         with tok_col:
-            view.widget("tokenization", st.radio, "Tokenisation", list(TOKENIZATIONS),
+            view.widget("tokenization", st.radio, t("train.custom.tokenization"), list(TOKENIZATIONS),
                         format_func=TOKENIZATION_LABELS.get, disabled=locked)
-        view.widget("custom_data", st.text_area, "Or paste the pairs, one per line: source, a tab or a comma, "
-                    "target", height=160, disabled=locked, placeholder="12\tXII\n13\tXIII",
-                    help=f"At most {MAX_DATA_MB} MB. The data stays in this session and in the run's "
-                    "settings; a link does not carry it.")
+        view.widget("custom_data", st.text_area, t("train.custom.paste"), height=160, disabled=locked,
+                    placeholder="12\tXII\n13\tXIII", help=t("train.custom.paste_help", mb=MAX_DATA_MB))
         if why:
             st.error(why, icon=":material/error:")
         if not view.get("custom_data"):
-            st.info(f"Upload a file or paste at least {MIN_PAIRS} pairs.", icon=":material/upload_file:")
+            st.info(t("train.custom.empty", n=MIN_PAIRS), icon=":material/upload_file:")
             return
         parsed = parse_pairs(view.get("custom_data"))
         for problem in parsed.problems:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ui.state import Choice, Int, IntList, Prop, StateTable, register
-from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, MODEL, PRESENTER
+from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, LANG, MODEL, PRESENTER
 
 KINDS = ("cross", "encoder_self", "decoder_self")
 
@@ -38,4 +38,5 @@ ATTENTION = register(StateTable("attention", (
     Picks("picks", depends_on=("model",)),
     Int("samples", default=300, lo=20, hi=2000),  # held-out inputs of the head-importance sweep
     PRESENTER,
+    LANG,
 )))

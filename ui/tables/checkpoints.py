@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ui import model_registry as registry
 from ui.state import Flag, Int, LinkError, Prop, StateTable, quoted, register
-from ui.tables.shared import MODEL, PRESENTER, ModelProp
+from ui.tables.shared import LANG, MODEL, PRESENTER, ModelProp
 
 SAMPLES = (20, 2000)  # held-out inputs: fewer give a noisy figure, more take a while (2,000: several seconds)
 
@@ -35,4 +35,5 @@ CHECKPOINTS = register(StateTable("checkpoints", (
     Prop("evaluations", default=None, url=False),  # {entry key: Evaluation} run in this session
     Int("table_version", default=0, url=False),  # bumped to re-seed the table's row selection
     PRESENTER,
+    LANG,
 )))

@@ -5,7 +5,7 @@ the head that best follows the task's alignment, else layer 1 head 1)."""
 from transformer.analysis.code_tour import KEYS
 from ui.state import Choice, Int, StateTable, register
 from ui.tables.attention import KINDS
-from ui.tables.shared import INPUT, MODEL, PRESENTER
+from ui.tables.shared import INPUT, LANG, MODEL, PRESENTER
 
 CODE = register(StateTable("code", (
     MODEL,
@@ -15,4 +15,5 @@ CODE = register(StateTable("code", (
     Int("layer", default=None, lo=1, hi=64, depends_on=("model", "kind")),
     Int("head", default=None, lo=1, hi=64, depends_on=("model", "kind")),
     PRESENTER,
+    LANG,
 )))

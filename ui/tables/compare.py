@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transformer.i18n import t
 from ui import model_registry as registry
 from ui.state import Choice, Int, LinkError, StateTable, Text, quoted, register
 from ui.tables.attention import KINDS
-from ui.tables.shared import PRESENTER, ModelProp
+from ui.tables.shared import LANG, PRESENTER, ModelProp
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class CompareModel(ModelProp):
         key = raw if ":" in raw else f"shipped:{raw}"
         why = None if key in registry.entries() else registry.adopt_kept(key)
         if why is not None:
-            raise LinkError(f"{quoted(raw, 60)}: {why}; comparing another model instead")
+            raise LinkError(t("compare.link", raw=quoted(raw, 60), why=why))
         return key
 
 
@@ -37,4 +38,5 @@ COMPARE = register(StateTable("compare", (
     Int("samples", default=200, lo=20, hi=2000),
     Int("seed", default=7, lo=0, hi=2**31 - 1),
     PRESENTER,
+    LANG,
 )))

@@ -3,7 +3,7 @@ step, forced tokens, beam width, the top-k chart's scale and the sampling settin
 
 from transformer.charts import TOPK_SCALES
 from ui.state import Choice, Float, Int, IntMap, StateTable, register
-from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, MODEL, PRESENTER
+from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, LANG, MODEL, PRESENTER
 
 BEAM_WIDTHS = (2, 3, 4, 6, 8)
 SAMPLES = 3  # seeded samples shown beside greedy (seeds: seed, seed + 1, ...)
@@ -25,4 +25,5 @@ DECODE = register(StateTable("decode", (
     Int("seed", default=0, lo=0, hi=2**31 - 1),
     Int("sample_step", default=None, lo=1, hi=10_000, depends_on=("model", "input")),  # 1-based; None: first
     PRESENTER,
+    LANG,
 )))

@@ -3,7 +3,7 @@ the length range (with inputs per length) of the length-generalisation view, and
 comparison is shown."""
 
 from ui.state import Flag, Int, StateTable, register
-from ui.tables.shared import MODEL, PRESENTER
+from ui.tables.shared import LANG, MODEL, PRESENTER
 
 SAMPLES = (10, 5000)  # held-out inputs analysed: 1,000 take about a second on one core (reverse)
 PER_LENGTH = (10, 2000)  # held-out inputs per length in the by-length view
@@ -18,4 +18,5 @@ ERRORS = register(StateTable("errors", (
     Int("per_length", default=100, lo=PER_LENGTH[0], hi=PER_LENGTH[1]),
     Flag("schemes", default=False),  # the position schemes' comparison is shown (it evaluates four models)
     PRESENTER,
+    LANG,
 )))

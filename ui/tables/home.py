@@ -2,6 +2,6 @@
 the decode and attention pages)."""
 
 from ui.state import StateTable, register
-from ui.tables.shared import INPUT, MODEL, PRESENTER
+from ui.tables.shared import INPUT, LANG, MODEL, PRESENTER
 
-HOME = register(StateTable("home", (MODEL, INPUT, PRESENTER)))
+HOME = register(StateTable("home", (MODEL, INPUT, PRESENTER, LANG)))

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from transformer.analysis.masked_batch import MAX_BATCH
+from transformer.i18n import t
 from ui.state import Choice, Flag, Int, LinkError, StateTable, Text, register
-from ui.tables.shared import MODEL, PRESENTER
+from ui.tables.shared import LANG, MODEL, PRESENTER
 
 CORRECT, GREEDY = "correct", "greedy"
 TARGETS = (CORRECT, GREEDY)
@@ -25,9 +26,9 @@ class Lines(Text):
     def parse(self, raw: str) -> str:
         text = raw.replace("\r\n", "\n")
         if any(ord(c) < 32 and c != "\n" for c in text):
-            raise LinkError("it contains control characters")
+            raise LinkError(t("app.link.control"))
         if len(text) > self.max_chars:
-            raise LinkError(f"it is {len(text)} characters long; at most {self.max_chars} are allowed")
+            raise LinkError(t("app.link.too_long", n=len(text), most=self.max_chars))
         return text
 
 
@@ -53,4 +54,5 @@ MASKS = register(StateTable("masks", (
     _index("open_head"),
     _row("open_row"),  # None: the longest input
     PRESENTER,
+    LANG,
 )))

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from transformer.i18n import t
 from ui.state import Flag, Int, LinkError, Prop, StateTable, Text, quoted, register
-from ui.tables.shared import MODEL, PRESENTER
+from ui.tables.shared import LANG, MODEL, PRESENTER
 
 MAX_DIMS = 8  # curves plotted at once
 
@@ -20,7 +21,7 @@ class EvenInt(Int):
     def parse(self, raw: str) -> int:
         value = super().parse(raw)
         if value % 2:
-            raise LinkError(f"{value} is odd; dimensions come in (sine, cosine) pairs")
+            raise LinkError(t("positions.link.odd", value=value))
         return value
 
     def admits(self, value: Any) -> bool:
@@ -38,12 +39,12 @@ class IntSet(Prop):
     def parse(self, raw: str) -> tuple[int, ...]:
         parts = [p for p in raw.split(",") if p.strip()]
         if len(parts) > self.max_items:
-            raise LinkError(f"it names {len(parts)} numbers; at most {self.max_items} are allowed")
+            raise LinkError(t("positions.link.too_many", n=len(parts), most=self.max_items))
         if not all(p.strip().isdigit() and len(p) < 8 for p in parts):
-            raise LinkError(f"{quoted(raw)} is not whole numbers separated by commas")
+            raise LinkError(t("positions.link.not_numbers", raw=quoted(raw)))
         values = tuple(dict.fromkeys(int(p) for p in parts))
         if values and max(values) > self.hi:
-            raise LinkError(f"{max(values)} is larger than {self.hi}")
+            raise LinkError(t("app.link.larger", value=max(values), hi=self.hi))
         return values
 
     def format(self, value: tuple) -> str:
@@ -66,4 +67,5 @@ POSITIONS = register(StateTable("positions", (
     Int("key_pos", default=0, lo=0, hi=1023, depends_on=("model", "text")),
     Int("head", default=1, lo=1, hi=16, depends_on=("model",)),
     PRESENTER,
+    LANG,
 )))

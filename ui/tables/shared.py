@@ -1,11 +1,12 @@
-"""View state every page shares: the active model, the presenter switch (every page's table holds it, so every
-page's link keeps it), the input text and the heads knocked out (decode and attention pages)."""
+"""View state every page shares: the active model, the presenter switch and the language (every page's table holds
+both, so every page's link keeps them), the input text and the heads knocked out (decode and attention pages)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from transformer.analysis.ablation import MODES, Head
+from transformer.i18n import DEFAULT, LANGUAGES, t
 from ui import model_registry as registry
 from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, quoted, register
 
@@ -19,9 +20,8 @@ class ModelProp(Prop):
         why = None if key in registry.entries() else registry.adopt_kept(key)
         if why is not None:
             active = registry.entries().get(registry.active_key())
-            instead = f"; showing {active.label} instead" if active is not None else ""
-            raise LinkError(f"{quoted(raw, 60)}: {why} (a model trained on another server, or removed from this "
-                            f"one's store, can be trained again from its Train page link){instead}")
+            instead = t("app.link.instead", model=active.label) if active is not None else ""
+            raise LinkError(t("app.link.no_model", raw=quoted(raw, 60), why=why) + instead)
         return key
 
     def format(self, value: str) -> str:
@@ -42,7 +42,7 @@ class HeadSet(Prop):
     def parse(self, raw: str) -> tuple[Head, ...]:
         items = [item for item in raw.split(",") if item]
         if len(items) > self.max_items:
-            raise LinkError(f"it names {len(items)} heads; at most {self.max_items} are allowed")
+            raise LinkError(t("app.link.too_many_heads", n=len(items), most=self.max_items))
         return tuple(sorted({self._head(item) for item in items}))
 
     @staticmethod
@@ -50,7 +50,7 @@ class HeadSet(Prop):
         try:
             return Head.parse(item)
         except ValueError as exc:  # the library quotes the item whole: a long one is cut here
-            raise LinkError(str(exc) if len(item) <= 40 else f"{quoted(item)} is not a head") from None
+            raise LinkError(str(exc) if len(item) <= 40 else t("app.link.not_head", raw=quoted(item))) from None
 
     def format(self, value: tuple) -> str:
         return ",".join(str(head) for head in value)
@@ -61,8 +61,9 @@ class HeadSet(Prop):
 
 MODEL = ModelProp("model", default=registry.DEFAULT_MODEL, key=registry.ACTIVE)
 PRESENTER = Flag("presenter", key="presenter")  # the sidebar's presenter switch: larger text and charts
+LANG = Choice("lang", default=DEFAULT, options=LANGUAGES, key="lang")  # ui/language.py: English or Chinese
 INPUT = Text("input", default=None, max_chars=200, depends_on=("model",), key="shared_input")
 KNOCKED = HeadSet("knocked", depends_on=("model",), key="shared_knocked")
 KNOCK_MODE = Choice("knock_mode", default="zero", options=MODES, key="shared_knock_mode")
 
-SHARED = register(StateTable("shared", (MODEL, PRESENTER)))
+SHARED = register(StateTable("shared", (MODEL, PRESENTER, LANG)))

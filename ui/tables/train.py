@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from transformer.i18n import Texts, t
 from transformer.network.config import BOUNDS
 from transformer.training.devices import DEVICES
 from transformer.training.presets import PRESETS
@@ -28,30 +29,42 @@ from ui.run_settings import (
     TARGET_EXACT_MATCH, TRAIN_DEFAULTS, RunSettings, task_defaults,
 )
 from ui.state import Choice, Flag, Float, Int, StateTable, Text, register
-from ui.tables.shared import PRESENTER
+from ui.tables.shared import LANG, PRESENTER
 
 
-@dataclass(frozen=True)
-class IntSetting(Int):
-    """A whole-number setting: its bounds are its number input's bounds."""
+class Setting:
+    """A numeric setting's number input: its bounds are the prop's, its label and help the catalog's
+    `train.field.<name>` and `train.field.<name>_help`."""
 
-    label: str = ""
-    step: int = 1
-    help: str = ""
-    fmt: str | None = None
+    name: str
+    step: float
+    fmt: str | None
+
+    def keys(self) -> tuple[str, str]:
+        """The catalog keys of its label and its help."""
+        return f"train.field.{self.name}", f"train.field.{self.name}_help"
+
+    def label(self) -> str:
+        return t(self.keys()[0])
 
     def widget_args(self) -> dict:
         """st.number_input's arguments after the label."""
-        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": self.help}
+        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": t(self.keys()[1])}
 
 
 @dataclass(frozen=True)
-class FloatSetting(Float):
+class IntSetting(Setting, Int):
+    """A whole-number setting."""
+
+    step: int = 1
+    fmt: str | None = None
+
+
+@dataclass(frozen=True)
+class FloatSetting(Setting, Float):
     """A setting that takes any number in its bounds (`fmt`: the number input's printf format)."""
 
-    label: str = ""
     step: float = 0.01
-    help: str = ""
     fmt: str | None = None
 
     def format(self, value: float) -> str:
@@ -61,9 +74,6 @@ class FloatSetting(Float):
         """`value` as a link writes it back (0.15, not a number input's 0.15000000000000002), so the run
         trained from the view and the run a link retrains get the very same number."""
         return float(self.format(value))
-
-    def widget_args(self) -> dict:
-        return {**self.bounds(), "step": self.step, "format": self.fmt, "help": self.help}
 
 
 def _param_defaults() -> dict[str, int]:
@@ -97,55 +107,33 @@ def follows_preset(prop):
 _M, _T, _P = MODEL_DEFAULTS_ALL, dataclasses.asdict(TRAIN_DEFAULTS), _param_defaults()
 
 MODEL_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: follows_preset(p) for p in (
-    IntSetting("n_enc_layers", _M["n_enc_layers"], lo=1, hi=6, label="Encoder layers",
-               help="Stacked encoder blocks (self-attention + feed-forward)."),
-    IntSetting("n_dec_layers", _M["n_dec_layers"], lo=1, hi=6, label="Decoder layers",
-               help="Stacked decoder blocks (masked self-, cross-attention, feed-forward)."),
-    IntSetting("n_heads", _M["n_heads"], lo=1, hi=16, label="Heads",
-               help="Attention heads per layer; d_model must divide evenly among them."),
-    IntSetting("d_model", _M["d_model"], lo=8, hi=512, step=8, label="d_model", help="Width of every token vector."),
-    IntSetting("d_ff", _M["d_ff"], lo=8, hi=2048, step=8, label="d_ff",
-               help="Hidden width of the feed-forward sublayer."),
-    FloatSetting("dropout", _M["dropout"], lo=0.0, hi=0.5, step=0.05, label="Dropout", fmt="%.2f",
-                 help="Fraction of activations zeroed while training."),
+    IntSetting("n_enc_layers", _M["n_enc_layers"], lo=1, hi=6),
+    IntSetting("n_dec_layers", _M["n_dec_layers"], lo=1, hi=6),
+    IntSetting("n_heads", _M["n_heads"], lo=1, hi=16),
+    IntSetting("d_model", _M["d_model"], lo=8, hi=512, step=8),
+    IntSetting("d_ff", _M["d_ff"], lo=8, hi=2048, step=8),
+    FloatSetting("dropout", _M["dropout"], lo=0.0, hi=0.5, step=0.05, fmt="%.2f"),
 )}
 TRAIN_FIELDS: dict[str, IntSetting | FloatSetting] = {p.name: p if p.name == "seed" else follows_preset(p) for p in (
-    FloatSetting("lr", _T["lr"], lo=1e-5, hi=0.05, step=5e-4, label="Learning rate", fmt="%.4f",
-                 help="Peak learning rate, reached after the warm-up."),
-    IntSetting("warmup", _T["warmup"], lo=0, hi=5000, step=50, label="Warm-up steps",
-               help="Steps over which the learning rate rises linearly."),
-    IntSetting("batch_size", _T["batch_size"], lo=1, hi=1024, step=16, label="Batch size",
-               help="Training pairs per step."),
-    IntSetting("steps", _T["steps"], lo=1, hi=100_000, step=100, label="Total steps",
-               help="The most optimisation steps to run; the learning rate schedule spans them."),
-    FloatSetting("label_smoothing", _T["label_smoothing"], lo=0.0, hi=0.5, step=0.05, label="Label smoothing",
-                 fmt="%.2f", help="Probability mass spread over wrong tokens in the loss."),
-    IntSetting("seed", _T["seed"], lo=0, hi=2**31 - 1, label="Seed",
-               help="Seeds the weights and the training batches."),
-    FloatSetting("beta1", _T["beta1"], lo=0.0, hi=0.999, step=0.05, label="Adam β₁", fmt="%.3f",
-                 help="How slowly Adam's average of the gradients forgets: lower follows the latest steps more."),
-    FloatSetting("beta2", _T["beta2"], lo=0.0, hi=0.9999, step=0.01, label="Adam β₂", fmt="%.4f",
-                 help="How slowly Adam's average of the squared gradients (its step size per weight) forgets."),
+    FloatSetting("lr", _T["lr"], lo=1e-5, hi=0.05, step=5e-4, fmt="%.4f"),
+    IntSetting("warmup", _T["warmup"], lo=0, hi=5000, step=50),
+    IntSetting("batch_size", _T["batch_size"], lo=1, hi=1024, step=16),
+    IntSetting("steps", _T["steps"], lo=1, hi=100_000, step=100),
+    FloatSetting("label_smoothing", _T["label_smoothing"], lo=0.0, hi=0.5, step=0.05, fmt="%.2f"),
+    IntSetting("seed", _T["seed"], lo=0, hi=2**31 - 1),
+    FloatSetting("beta1", _T["beta1"], lo=0.0, hi=0.999, step=0.05, fmt="%.3f"),
+    FloatSetting("beta2", _T["beta2"], lo=0.0, hi=0.9999, step=0.01, fmt="%.4f"),
 )}
 # a task's own parameters; the others do not apply to it (a link that sets one is refused with a note)
 PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
-    IntSetting("min_len", _P["min_len"], lo=1, hi=48, label="Shortest string", depends_on=("task",),
-               help="Fewest letters in a training string."),
-    IntSetting("max_len", _P["max_len"], lo=1, hi=48, label="Longest string", depends_on=("task",),
-               help="Most letters in a training string."),
-    IntSetting("max_digits", _P["max_digits"], lo=1, hi=8, label="Digits per number", depends_on=("task",),
-               help="Each of the two numbers has up to this many digits."),
-    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, label="Earliest year", depends_on=("task",),
-               help="Dates are drawn from this year on."),
-    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, label="Latest year", depends_on=("task",),
-               help="Dates are drawn up to this year."),
-    IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, label="Largest number", depends_on=("task",),
-               help="Numbers run from zero to this."),
+    IntSetting("min_len", _P["min_len"], lo=1, hi=48, depends_on=("task",)),
+    IntSetting("max_len", _P["max_len"], lo=1, hi=48, depends_on=("task",)),
+    IntSetting("max_digits", _P["max_digits"], lo=1, hi=8, depends_on=("task",)),
+    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, depends_on=("task",)),
+    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, depends_on=("task",)),
+    IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, depends_on=("task",)),
 )}
-MUON_LR = follows_preset(FloatSetting(
-    "muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, label="Muon learning rate", fmt="%.4f",
-    help="Peak learning rate of Muon (the layers' weight matrices); the embeddings, output layer, biases and norms "
-         "keep Adam at the learning rate above."))
+MUON_LR = follows_preset(FloatSetting("muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, fmt="%.4f"))
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
 TRAIN_CHOICES = ("optimizer", "muon_lr", "schedule")  # the training settings outside the TRAIN_FIELDS grid
 
@@ -171,11 +159,12 @@ TRAIN = register(StateTable("train", (
     Int("layer", default=1, lo=1, hi=int(BOUNDS["n_dec_layers"][1])),  # the probe view's decoder layer, 1-based
     Int("head", default=1, lo=0, hi=int(BOUNDS["n_heads"][1])),  # 1-based, or ALL_HEADS
     # the page's own, not in the URL: Step's count, following the newest probe, the snapshot shown, the name
-    IntSetting("step_count", 10, lo=1, hi=1000, label="Step count", url=False),
+    IntSetting("step_count", 10, lo=1, hi=1000, url=False),
     Flag("follow", default=True, url=False),
     Int("snapshot", default=None, lo=0, hi=10**9, url=False),
     Text("name", default=None, max_chars=60, url=False),
     PRESENTER,
+    LANG,
 )))
 
 
@@ -185,7 +174,7 @@ def settings_of(values: dict) -> RunSettings:
     task_params = {name: values[name] for name in task_defaults(task)}
     if task == CustomTask.name:
         task_params = {"data": values["custom_data"] or "", "title": (values["custom_title"] or "").strip()
-                       or "my data", "tokenization": values["tokenization"]}
+                       or t("train.custom.my_data"), "tokenization": values["tokenization"]}
     model = {name: values[name] for name in (*MODEL_FIELDS, *MODEL_CHOICES)}
     train = dataclasses.replace(TRAIN_DEFAULTS, task=task, task_params=task_params, device=values["device"],
                                 **{name: values[name] for name in (*TRAIN_FIELDS, *TRAIN_CHOICES)})
@@ -205,8 +194,9 @@ def values_of(settings: RunSettings) -> dict:
             "stop_early": settings.target is not None,
             "device": train.device}
 PRESET_PROPS = tuple(p.name for p in TRAIN.props if p.defaults_by is not None)  # the model shape and recipe
-CHOICE_LABELS = {"norm": ("Norm", NORM_LABELS), "positional": ("Positional encoding", POSITIONAL_LABELS),
-                 "qk_norm": ("qk-norm", {True: "on", False: "off"}), "optimizer": ("Optimizer", OPTIMIZER_LABELS),
+ON_OFF = Texts({True: "train.on", False: "train.off"})
+CHOICE_LABELS = {"norm": ("train.norm", NORM_LABELS), "positional": ("train.positional", POSITIONAL_LABELS),
+                 "qk_norm": ("train.qk_norm", ON_OFF), "optimizer": ("train.optimizer", OPTIMIZER_LABELS),
                  "init": ("", INIT_LABELS), "schedule": ("", SCHEDULE_LABELS)}  # "": the value says what it is
 
 
@@ -219,12 +209,13 @@ def setting_text(name: str, value) -> str:
     """One setting for a sentence: "Total steps 1,500", "qk-norm on", "Optimizer Muon + Adam"."""
     if name in CHOICE_LABELS:
         label, labels = CHOICE_LABELS[name]
-        return f"{label} {labels[value]}".strip()
-    return f"{TRAIN.by_name[name].label} {value:,}" if isinstance(value, int) else \
-        f"{TRAIN.by_name[name].label} {value:g}"
+        return f"{t(label) if label else ''} {labels[value]}".strip()
+    label = TRAIN.by_name[name].label()
+    return f"{label} {value:,}" if isinstance(value, int) else f"{label} {value:g}"
 
 
 def preset_note(task: str) -> str:
     """What `task`'s preset sets, in words ("the library defaults" when it changes nothing)."""
     changes = preset_settings(task)
-    return ", ".join(setting_text(name, value) for name, value in changes.items()) or "the library defaults"
+    return t("app.list_comma").join(setting_text(name, value) for name, value in changes.items()) or \
+        t("train.library_defaults")
