@@ -26,6 +26,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.catalog import PAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
@@ -42,8 +44,6 @@ def page_modules() -> list[str]:
     """Every module app.py and the page scripts import, read from their import statements (the pages themselves
     cannot be imported: they are scripts that draw): `import a.b` gives a.b, `from a import b, c` gives a, a.b and
     a.c, of which `load` imports those that are modules."""
-    from ui.catalog import PAGES
-
     found: dict[str, None] = {}
     for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES)]:
         for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
@@ -113,9 +113,9 @@ def warm_up() -> None:
 
 def warm_errors() -> None:
     """The "Where it fails" page's analysis of the default model, in its default view, into the decode cache."""
-    from ui import decodes
-    from ui import model_registry as registry
-    from ui.tables.errors import ERRORS
+    from ui import decodes  # function-local: these import torch, which the warm-up thread does after the first page
+    from ui import model_registry as registry  # function-local: as above
+    from ui.tables.errors import ERRORS  # function-local: as above
 
     path = registry.shipped_path(registry.DEFAULT_MODEL)
     decodes.errors(registry.DEFAULT_MODEL, registry.file_version(path), ERRORS.by_name["samples"].default,
