@@ -19,7 +19,7 @@ import safetensors
 import safetensors.torch
 import torch
 from helpers.hostile import Payload
-from helpers.repo import REVERSE, ROOT, needs_reverse, open_link
+from helpers.repo import REVERSE, ROOT, needs_reverse, open_link, reverse_variant
 
 from transformer.analysis.evaluation import evaluate_bundle
 from transformer.bundle import ModelBundle
@@ -84,18 +84,10 @@ def reverse_bytes() -> bytes:
     return REVERSE.read_bytes()
 
 
-def variant(nudge: float) -> ModelBundle:
-    """The shipped reverse model with its generator's biases moved by `nudge`: a model not in the list."""
-    bundle = load_bundle(REVERSE)
-    with torch.no_grad():
-        bundle.model.generator.proj.bias.add_(nudge)
-    return bundle
-
-
 @pytest.fixture(scope="module")
 def other_bytes() -> bytes:
-    """A checkpoint of a model the list does not hold yet (`variant(1e-3)`)."""
-    return bundle_to_bytes(variant(1e-3))
+    """A checkpoint of a model the list does not hold yet (`reverse_variant(1e-3)`)."""
+    return bundle_to_bytes(reverse_variant(1e-3))
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +197,7 @@ def test_good_upload_is_added_once_and_becomes_active(app, other_bytes):
     assert shown.loc[key, "Active"] and not shown.loc[DEFAULT, "Active"]
     assert at.selectbox(key=INSPECT).value == key  # its card is shown
     uploaded = at.session_state[registry.SESSION_MODELS][key][1]
-    reference = variant(1e-3)
+    reference = reverse_variant(1e-3)
     assert all(torch.equal(a, b) for a, b in zip(uploaded.model.state_dict().values(),
                                                   reference.model.state_dict().values()))
     at.run()
@@ -282,7 +274,7 @@ def test_uploads_per_session_are_capped(app, other_bytes, monkeypatch):
     monkeypatch.setattr(uploads, "MAX_UPLOADED_MODELS", 1)
     at = upload(app(PAGE), "one.safetensors", other_bytes)
     (key,) = session_keys(at)
-    at = upload(at, "two.safetensors", bundle_to_bytes(variant(2e-3)))
+    at = upload(at, "two.safetensors", bundle_to_bytes(reverse_variant(2e-3)))
     assert "already holds 1 uploaded models" in errors(at)[0]
     assert session_keys(at) == [key] and at.session_state[registry.ACTIVE] == key
 
@@ -310,7 +302,7 @@ def test_a_hostile_file_name_is_shown_literally_never_as_markdown(app):
     (message,) = [e.value for e in at.error]
     assert shown_literally(message) and f"“{INJECTION}.pt” was refused" in plain(message)
     for nudge, name in ((1e-3, f"{INJECTION}.safetensors"), (2e-3, f"{MARKUP}.safetensors")):
-        at = upload(at, name, bundle_to_bytes(variant(nudge)))
+        at = upload(at, name, bundle_to_bytes(reverse_variant(nudge)))
         (message,) = [s.value for s in at.success]
         model = Path(name).stem  # "x.png)" for INJECTION: its "folders" are not part of the model's name
         assert shown_literally(message) and f"“{name}” loaded as “{model}”" in plain(message)

@@ -5,11 +5,13 @@ classmate's link opened, and the link keeps working."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from helpers.repo import REVERSE, needs_reverse, open_link
+from helpers.repo import REVERSE, ROOT, needs_reverse, open_link, reverse_variant
 from streamlit.testing.v1 import AppTest
 
-from helpers.repo import ROOT
+from transformer.store.checkpoints import bundle_to_bytes
 from transformer.store.model_store import ModelStore
 from ui import model_registry as registry
 from ui import uploads
@@ -41,8 +43,12 @@ def sessions(monkeypatch, tmp_path, clean_caches):
     return store, as_owner, open_page
 
 
+NUDGES = itertools.count(1)  # each upload a model of its own: the shipped one uploaded back is not added
+
+
 def upload(at: AppTest, name: str) -> AppTest:
-    at.file_uploader(key=uploads.FILE).upload(name, REVERSE.read_bytes()).run()
+    data = bundle_to_bytes(reverse_variant(1e-3 * next(NUDGES)))
+    at.file_uploader(key=uploads.FILE).upload(name, data).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -16,6 +16,19 @@ REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 needs_reverse = pytest.mark.skipif(not REVERSE.is_file(), reason=f"the shipped model {REVERSE} is missing")
 
 
+def reverse_variant(nudge: float):
+    """The shipped reverse model with its generator's biases moved by `nudge`: a model not in the app's list (an
+    upload of the shipped file itself is named as that model and not added)."""
+    import torch
+
+    from transformer.store.checkpoints import load_bundle
+
+    bundle = load_bundle(REVERSE)
+    with torch.no_grad():
+        bundle.model.generator.proj.bias.add_(nudge)
+    return bundle
+
+
 ARTIFACTS = ROOT / "test-artifacts"
 
 
