@@ -47,6 +47,7 @@ from transformer.tasks import TASKS
 from transformer.training.config import TRAIN_BOUNDS, TrainConfig
 from transformer.training.presets import PRESETS
 from transformer.training.trainer import Trainer
+from ui import model_registry as registry
 from ui import runs
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
 from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, preset_values, settings_of, values_of
@@ -449,8 +450,11 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def test_keeper_heartbeats_live_sessions_and_ends_the_workers_of_gone_ones():
-    made = [runs.new_run(TINY) for _ in range(3)]
+def test_keeper_heartbeats_live_sessions_and_ends_the_workers_of_gone_ones(monkeypatch):
+    made = []
+    for session in range(3):  # three sessions' runs (one session may have one live run)
+        monkeypatch.setattr(registry, "owner", lambda session=session: f"session {session}")
+        made.append(runs.new_run(TINY))
     for run, connected in zip(made, (True, False, False)):
         run.start(steps=1)  # its worker trains one step, then stays paused
         workers.watch(run.job, lambda connected=connected: connected)
