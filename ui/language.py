@@ -28,7 +28,6 @@ UPLOADER_CSS = """<style>
   visibility: visible; font-size: 1rem; content: "{upload}"; }
 [data-testid=stFileUploaderDropzoneInstructions] { display: none; }
 </style>"""
-LANG_SCRIPT = "<script>document.documentElement.lang = {lang!r};</script>"
 HTML_LANG = {"en": "en", "zh": "zh-CN"}
 
 
@@ -57,4 +56,9 @@ def switch() -> None:
     SHARED.view().widget(LANG.name, st.segmented_control, t("app.language"), LANGUAGES, format_func=NAMES.get,
                          required=True, width="stretch")
     chinese = UPLOADER_CSS.replace("{upload}", t("app.upload.button")) if i18n.language() == "zh" else ""
-    st.html(FONT_CSS + chinese + LANG_SCRIPT.format(lang=HTML_LANG[i18n.language()]), unsafe_allow_javascript=True)
+    st.html(FONT_CSS + chinese)
+
+
+def html_lang() -> str:
+    """The page's `lang` attribute for the current language (set by the sidebar's page script)."""
+    return HTML_LANG[i18n.language()]

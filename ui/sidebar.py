@@ -1,6 +1,6 @@
-"""The sidebar every page shares: the language switch and the presenter switch (both in the URL too: `lang=zh`,
-`presenter=1`), "Copy link" (the page's URL holds its view), the active model picker, its model card, and the
-export format."""
+"""The sidebar every page shares: the active model picker and its model card, then the language switch and the
+presenter switch (both in the URL too: `lang=zh`, `presenter=1`), "Copy link" (the page's URL holds its view) and
+the export format."""
 
 from __future__ import annotations
 
@@ -29,20 +29,25 @@ html { font-size: 21px; }
 # Presenter mode in a window under 1,100 pixels (a 1024x768 projector): the sidebar folds itself away once per page
 # load, as a teacher would have to (open, it leaves the page too little room for the larger formulas and charts); its
 # » button opens it again, and it stays open while the teacher moves between pages.
-PRESENTER_FOLD_JS = """<style>[data-testid=stElementContainer]:has(#ap-presenter-fold) { display: none; }</style>
-<script id="ap-presenter-fold">
-(() => {
-  if (window.innerWidth >= 1100 || window.apPresenterFolded) return;
-  const fold = (tries, clicked) => {  // one click, then wait while the sidebar slides away
-    const bar = document.querySelector("[data-testid=stSidebar]");
-    const button = document.querySelector("[data-testid=stSidebarCollapseButton] button");
-    if (bar && bar.getBoundingClientRect().right <= 0) return (window.apPresenterFolded = true);
-    if (!clicked && button) { button.click(); clicked = true; }
-    if (tries > 0) setTimeout(() => fold(tries - 1, clicked), 200);
-  };
-  fold(25, false);
-})();
-</script>"""
+# The page's own script, run in the Copy-link frame (same origin: it reaches the page as `window.parent`), not
+# through st.html: a script element written by st.html before the model picker stopped a click from opening it.
+# It sets the page's `lang` (the browser then picks Simplified Chinese glyphs where a CJK font holds several), and
+# in presenter mode in a window under 1,100 pixels folds the sidebar away once per page load (one click on its
+# collapse button, then wait while it slides away).
+PAGE_SCRIPT = """
+  const page = window.parent, root = page.document.documentElement;
+  if (root.lang !== "$lang") root.lang = "$lang";
+  if ($fold && page.innerWidth < 1100 && !page.apPresenterFolded) {
+    const fold = (tries, clicked) => {
+      const bar = page.document.querySelector("[data-testid=stSidebar]");
+      const button = page.document.querySelector("[data-testid=stSidebarCollapseButton] button");
+      if (bar && bar.getBoundingClientRect().right <= 0) return (page.apPresenterFolded = true);
+      if (!clicked && button) { button.click(); clicked = true; }
+      if (tries > 0) setTimeout(() => fold(tries - 1, clicked), 200);
+    };
+    fold(25, false);
+  }
+"""
 
 # Every page: in a window under 1,100 pixels (a 1024x768 projector with the sidebar open) the main column's
 # margins shrink from 5rem to 1.5rem, giving tables and charts ~110 pixels more, and formulas are set at the
@@ -82,6 +87,7 @@ COPY_LINK_HTML = """
     document.getElementById("done").textContent = "$done";
     setTimeout(() => { document.getElementById("done").textContent = ""; }, 2500);
   };
+$page_script
 </script>
 """
 
@@ -117,44 +123,24 @@ def presenting() -> bool:
 
 def presenter_switch() -> None:
     """The presenter switch; while it is on, the page's text is larger (PRESENTER_CSS) and so are its charts, and in
-    a narrow window the sidebar folds itself away (PRESENTER_FOLD_JS)."""
+    a narrow window the sidebar folds itself away (PAGE_SCRIPT)."""
     SHARED.view().widget(PRESENTER.name, st.toggle, t("app.presenter"), help=t("app.presenter_help"))
     if presenting():
         st.html(PRESENTER_CSS)
-        st.html(PRESENTER_FOLD_JS, unsafe_allow_javascript=True)
 
 
 def render_sidebar() -> None:
-    entries = registry.entries()
+    """The active model first (what every page shows; its picker high in the sidebar, where its list has room to
+    open), then how the pages show it: language, presenter mode, the view's link, the export format."""
     with st.sidebar:
         st.html(NARROW_CSS)
+        model_section()
+        st.divider()
         language.switch()
         presenter_switch()
+        script = Template(PAGE_SCRIPT).substitute(lang=language.html_lang(), fold=str(presenting()).lower())
         st.iframe(Template(COPY_LINK_HTML).substitute(tip=t("app.copy_link_tip"), label=t("app.copy_link"),
-                                                      done=t("app.copied")), height=42)
-        st.subheader(t("app.active_model"))
-        if not entries:
-            st.error(no_model())
-            return
-        view = SHARED.view()
-        view.set("model", registry.active_key())  # a model that is gone (removed, or not kept) gives way
-        view.widget(
-            "model",
-            st.selectbox,
-            t("app.model"),
-            options=list(entries),
-            format_func=lambda k: entries[k].label,
-            to_widget=lambda _: registry.active_key(),
-            help=t("app.model_help"),
-        )
-        bundle = registry.active_bundle()
-        kept = registry.kept_for(registry.active_key())
-        if kept is not None:
-            st.caption(":material/schedule: " + t("app.kept_for", days=round(kept / 86400)))
-        st.markdown("  \n".join(model_card_lines(bundle)))
-        if (notes := card_notes(bundle)) is not None:
-            st.caption(notes)
-        st.divider()
+                                                      done=t("app.copied"), page_script=script), height=42)
         st.radio(
             t("app.export_format"),
             ["png", "svg"],
@@ -162,3 +148,30 @@ def render_sidebar() -> None:
             key=EXPORT_FORMAT,
             help=t("app.export_format_help"),
         )
+
+
+def model_section() -> None:
+    """The active model's picker and its card (or, with no model at all, what to do)."""
+    st.subheader(t("app.active_model"))
+    entries = registry.entries()
+    if not entries:
+        st.error(no_model())
+        return
+    view = SHARED.view()
+    view.set("model", registry.active_key())  # a model that is gone (removed, or not kept) gives way
+    view.widget(
+        "model",
+        st.selectbox,
+        t("app.model"),
+        options=list(entries),
+        format_func=lambda k: entries[k].label,
+        to_widget=lambda _: registry.active_key(),
+        help=t("app.model_help"),
+    )
+    bundle = registry.active_bundle()
+    kept = registry.kept_for(registry.active_key())
+    if kept is not None:
+        st.caption(":material/schedule: " + t("app.kept_for", days=round(kept / 86400)))
+    st.markdown("  \n".join(model_card_lines(bundle)))
+    if (notes := card_notes(bundle)) is not None:
+        st.caption(notes)

@@ -123,7 +123,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     settle(page)
     assert page.get_by_text("is now the active model").count()
     sidebar = page.locator("[data-testid=stSidebar]")
-    assert f"Trained: {frozen} steps" in sidebar.inner_text()  # the sidebar's card: the new model is active
+    assert f"Trained: {frozen:,} steps" in sidebar.inner_text()  # the sidebar's card: the new model is active
     assert "1+1 layers × 2 heads, d_model 16" in sidebar.inner_text()
     sidebar.get_by_role("combobox").click()
     assert page.get_by_role("option", name=f"reverse-{frozen} (trained)").is_visible()

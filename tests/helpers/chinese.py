@@ -21,6 +21,7 @@ ALLOWED = {
     "CSV", "TSV", "GIF", "MP4", "HTML", "JSON", "UTF", "ISO", "PE", "GPU", "CPU", "CUDA", "MB", "sin", "cos", "diag",
     "sentencepiece", "pos", "RMS", "Enter", "norm", "sublayer", "Noto", "CJK", "Top", "inf", "README", "PyTorch",
     "UTC", "pickle", "QK", "png", "svg", "ReLU", "KV", "log", "Annotated",  # Annotated: the Annotated Transformer
+    "max", "xW",  # the feed-forward's formula in a chart title, max(0, xW₁+b₁) (plotly titles are plain text)
 }
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'’-]*[A-Za-z0-9]")
 TEXT_FIELDS = {"label", "help", "body", "placeholder", "content", "displayText", "text", "title", "name",
