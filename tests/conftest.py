@@ -91,6 +91,16 @@ def fresh_server():
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def module_server():
+    """One server for a module's tests that walk pages and need no fresh one: each test after the first finds
+    the pages' models loaded and decodes cached (a fresh server per test took 10-15 s more of each)."""
+    require_chromium()
+    server = Server()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def _browser():
     require_chromium()

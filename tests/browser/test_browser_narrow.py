@@ -4,7 +4,7 @@ in presenter mode on a 1024x768 one, where the sidebar folds itself away (issues
 page, no chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers")
 reaches past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly drops tick labels
 it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal scroll. A
-whole-page screenshot of each is kept in test-artifacts/ to look at."""
+screenshot of each page's first screen, as the projector shows it, is kept in test-artifacts/ to look at."""
 
 from __future__ import annotations
 
@@ -66,11 +66,11 @@ def wait_folded(page) -> None:
 @pytest.mark.parametrize(("width", "height", "query", "sidebar"), [
     (1024, 768, "", True), (1280, 720, "", True), (1280, 720, "?presenter=1", True),
     (1024, 768, "?presenter=1", False), (1024, 768, "?lang=zh", True), (1440, 900, "?lang=zh", True)])
-def test_nothing_is_cut_sideways(fresh_server, page, width, height, query, sidebar):
+def test_nothing_is_cut_sideways(module_server, page, width, height, query, sidebar):
     page.set_viewport_size({"width": width, "height": height})
     found = {}
     for path, charts in PAGES.items():
-        open_app_page(page, f"{fresh_server.url}/{path}{query}")
+        open_app_page(page, f"{module_server.url}/{path}{query}")
         if not sidebar:
             wait_folded(page)  # by itself: nobody clicked its button
         assert sidebar_open(page) == sidebar, path
@@ -83,5 +83,5 @@ def test_nothing_is_cut_sideways(fresh_server, page, width, height, query, sideb
         kind = "".join(f"-{name}" for name, on in (("presenter", "presenter" in query), ("zh", "lang" in query),
                                                    ("folded", not sidebar)) if on)
         where = f"{width}{kind}"
-        screenshot(page, f"narrow-{where}-{path or 'home'}")
+        screenshot(page, f"narrow-{where}-{path or 'home'}", whole=False)  # what the projector shows first
     assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)

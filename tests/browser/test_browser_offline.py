@@ -15,7 +15,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
 @pytest.mark.parametrize("query", ["", "?lang=zh"], ids=["en", "zh"])
-def test_no_page_asks_any_host_but_the_app_server(fresh_server, page, query):
+def test_no_page_asks_any_host_but_the_app_server(module_server, page, query):
     attempts: list[tuple[str, str]] = []  # (page, blocked URL)
     current = {"page": ""}
 
@@ -30,7 +30,7 @@ def test_no_page_asks_any_host_but_the_app_server(fresh_server, page, query):
     page.context.route("**/*", only_loopback)
     for info in PAGES:
         current["page"] = f"/{info.url_path or ''}"
-        open_app_page(page, fresh_server.url + current["page"] + query)
+        open_app_page(page, module_server.url + current["page"] + query)
         page.wait_for_timeout(1500)  # late requests: charts, fonts and icons painted after the run finished
     assert not attempts, f"{len(attempts)} request(s) to hosts other than the app's server:\n" + "\n".join(
         f"  {where}: {url}" for where, url in attempts)

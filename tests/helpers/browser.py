@@ -94,10 +94,14 @@ def open_app_page(pg, url: str, timeout: float = 120_000) -> None:
     assert pg.locator("[data-testid=stSidebar]").get_by_text(re.compile("^(Active model|当前模型)$")).is_visible()
 
 
-def screenshot(pg, name: str) -> Path:
-    """The whole page: Streamlit scrolls inside its main area, so grow the viewport to the content first."""
+def screenshot(pg, name: str, whole: bool = True) -> Path:
+    """The whole page (Streamlit scrolls inside its main area, so the viewport grows to the content first, and
+    every chart redraws at the new size), or with `whole=False` the first screen as the reader sees it."""
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
+    if not whole:
+        pg.screenshot(path=str(path))
+        return path
     viewport = pg.viewport_size
     height = pg.evaluate("(document.querySelector('[data-testid=stMain]') || document.body).scrollHeight")
     pg.set_viewport_size({"width": viewport["width"], "height": max(viewport["height"], height + 40)})
