@@ -21,7 +21,7 @@ from ui.panels.train_live import check_probe_view, live_polling, live_static, pr
 from ui.panels.train_settings import check_settings, number, settings_panel
 from ui.run_settings import RunSettings, settings_problem
 from ui.state import View
-from ui.tables.train import TRAIN, values_of
+from ui.tables.train import TRAIN, settings_of, values_of
 from ui.widgets import finish, header
 from transformer.i18n import t
 
@@ -184,12 +184,14 @@ def retrain_link(view: View, run: runs.Run) -> None:
 
 def main() -> None:
     view = TRAIN.view()
+    check_settings(view)  # before the widgets show the values
+    if (request := runs.take_start_request()) is not None:
+        start_requested(view, request["steps"])
     run = runs.current_run()
     snapshot = run.snapshot() if run is not None else None
     state = snapshot.state if snapshot is not None else None
     live = state in runs.LIVE
     notes = intro(live)
-    check_settings(view)  # before the widgets show the values
     areas = [st.container() for _ in range(3)]  # settings, then the controls, then the run ...
     settings_area, controls_area, run_area = (areas[2], areas[0], areas[1]) if live else areas
     if live:  # ... unless a run is live: its view takes the first screen, the locked settings fold below it
@@ -199,9 +201,7 @@ def main() -> None:
     else:
         with settings_area:
             settings = settings_panel(view, locked=False)
-    problem = settings_problem(settings)
-    if problem and settings.train.task == CustomTask.name and not parse_pairs(settings.train.task_params["data"]).ok:
-        problem = t("train.custom.problem")
+    problem = run_problem(settings)
     if problem and not live:
         settings_area.error(t("train.fix", problem=problem), icon=":material/error:")
     shape = (run.settings if run is not None else settings).model
@@ -214,9 +214,6 @@ def main() -> None:
     if text is None:
         text = run.probe.text if run is not None else default_probe(settings, problem)
 
-    if (request := runs.take_start_request()) is not None and problem is None:
-        start(view, settings, text, request["steps"])
-        st.rerun()  # draw the page for the live run: settings locked, polling on
     with controls_area:
         controls(view, run, state, problem)
         show_message("controls")
@@ -227,6 +224,25 @@ def main() -> None:
     if not live and problem is None:
         workers.prepare_spare()  # a spare worker starts up while the user reads the page, not after Start
     finish(view, notes)
+
+
+def start_requested(view: View, steps: int | None) -> None:
+    """Start (or Step on no run) was clicked: start the run before the page draws anything, from the settings the
+    widgets' callbacks have just written, so that this script run draws the live view (one run from the click to
+    the first progress line, where starting mid-page and rerunning took two)."""
+    settings = settings_of(view.values())
+    if run_problem(settings) is not None:  # Start is disabled then; a Step on no run shows the problem below
+        return
+    run = runs.current_run()
+    start(view, settings, view.get("probe") or (run.probe.text if run is not None else ""), steps)
+
+
+def run_problem(settings: RunSettings) -> str | None:
+    """Why a run of `settings` cannot start (the library's check, and own data that does not parse), or None."""
+    problem = settings_problem(settings)
+    if problem and settings.train.task == CustomTask.name and not parse_pairs(settings.train.task_params["data"]).ok:
+        return t("train.custom.problem")
+    return problem
 
 
 def run_view(view: View, run: runs.Run | None, snapshot, settings: RunSettings, text: str,
