@@ -31,8 +31,7 @@ def test_a_link_opens_the_code_page_at_its_section_at_every_size(fresh_server, p
         open_app_page(page, f"{fresh_server.url}/code?section=residual&input={TEXT}&layer=2&head=3{query}")
         assert 0 <= heading_top(page, "residual") < 250
         name = f"code-{width}{'-presenter' if query else ''}"
-        page.screenshot(path=str(ARTIFACTS / f"{name}-first-screen.png"))  # the window as opened
-        screenshot(page, name)  # the whole page
+        screenshot(page, name)  # the window as opened (the whole page with WHOLE_PAGES=1)
     assert page.get_by_role("heading", name="6 · Residual connection and layer norm").is_visible()
 
 

@@ -4,7 +4,7 @@ in presenter mode on a 1024x768 one, where the sidebar folds itself away (issues
 page, no chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers")
 reaches past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly drops tick labels
 it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal scroll. A
-screenshot of each page's first screen, as the projector shows it, is kept in test-artifacts/ to look at."""
+screenshot of each page is kept in test-artifacts/ to look at."""
 
 from __future__ import annotations
 
@@ -83,5 +83,5 @@ def test_nothing_is_cut_sideways(module_server, page, width, height, query, side
         kind = "".join(f"-{name}" for name, on in (("presenter", "presenter" in query), ("zh", "lang" in query),
                                                    ("folded", not sidebar)) if on)
         where = f"{width}{kind}"
-        screenshot(page, f"narrow-{where}-{path or 'home'}", whole=False)  # what the projector shows first
+        screenshot(page, f"narrow-{where}-{path or 'home'}")
     assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)

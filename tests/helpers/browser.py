@@ -94,12 +94,14 @@ def open_app_page(pg, url: str, timeout: float = 120_000) -> None:
     assert pg.locator("[data-testid=stSidebar]").get_by_text(re.compile("^(Active model|当前模型)$")).is_visible()
 
 
-def screenshot(pg, name: str, whole: bool = True) -> Path:
-    """The whole page (Streamlit scrolls inside its main area, so the viewport grows to the content first, and
-    every chart redraws at the new size), or with `whole=False` the first screen as the reader sees it."""
+def screenshot(pg, name: str, whole: bool | None = None) -> Path:
+    """A PNG in test-artifacts/ to look at: the first screen, as the reader sees it, or with `whole` (default: the
+    WHOLE_PAGES=1 environment variable) the whole page. Streamlit scrolls inside its main area, so a whole page
+    grows the viewport to the content first, and every chart redraws at the new size and again after (1-2 s of
+    CPU a shot: a tenth of the browser tests' time, so only when asked for)."""
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    if not whole:
+    if not (whole if whole is not None else os.environ.get("WHOLE_PAGES") == "1"):
         pg.screenshot(path=str(path))
         return path
     viewport = pg.viewport_size
