@@ -3,8 +3,9 @@ in presenter mode on a 1024x768 one, where the sidebar folds itself away (issues
 1024x768 and a 1440x900 one (issue 26: its words take other widths): nothing is cut sideways or skipped. On each
 page, no chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers")
 reaches past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly drops tick labels
-it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal scroll. A
-screenshot of each page is kept in test-artifacts/ to look at."""
+it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal scroll; and (the
+`page` fixture) no page asks any host but the app's server. A screenshot of each page is kept in test-artifacts/
+to look at."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -21,6 +22,26 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def offline(context) -> list[str]:
+    """Cut `context` off from every host but loopback, as a machine without a network is: each request elsewhere
+    (a font, icon or script CDN, an image in a model's name) is refused and recorded in the list returned."""
+    asked: list[str] = []
+
+    def only_loopback(route):
+        url = urlparse(route.request.url)
+        if url.scheme in ("http", "https", "ws", "wss") and url.hostname not in LOOPBACK:
+            asked.append(f"{route.request.frame.url if route.request.frame else '?'}: {route.request.url}")
+            route.abort("internetdisconnected")
+        else:
+            route.continue_()
+
+    context.route("**/*", only_loopback)
+    return asked
 
 
 def _free_port() -> int:
