@@ -63,7 +63,7 @@ START_JS = """async (timeout) => {
     if (out.first_step_ms === null && step && +step[1].replace(/,/g, '') > 0) {
       out.first_step_ms = now; out.first_step = +step[1].replace(/,/g, '');
     }
-    const done = main.match(/Finished:.*?after ([\\d,]+) steps \\(([^)]*)\\)/);
+    const done = main.match(/Finished:\\D*?([\\d,]+)[^(]*\\(([^)]*)\\)/);  // its steps, then its time
     if (done) { out.finished_ms = now; out.finished = {steps: +done[1].replace(/,/g, ''), text: done[2]}; break; }
   }
   return out;
