@@ -63,7 +63,7 @@ def test_positions_by_url_then_without_positions(fresh_server, page):
     titles = painted_titles(page, "Sinusoidal encoding", "M_5")
     assert any(t.startswith("Sinusoidal encoding") for t in titles)
     assert any(t.startswith("M_5") for t in titles)
-    assert page.get_by_text("max |M_k·PE(pos) − PE(pos + k)|").is_visible()
+    page.get_by_text("max |M_k·PE(pos) − PE(pos + k)|").wait_for()  # drawn after the two charts above (CI, loaded)
     screenshot(page, "concepts-positions")
     toggle(page, "Decode without positions")
     lines = page.locator("[data-testid=stMarkdownContainer] p").filter(has_text="positions:").all_inner_texts()
