@@ -24,6 +24,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
 
 from transformer.bundle import ModelBundle
 from transformer.charts import with_title_line
@@ -45,8 +46,11 @@ MAX_HISTORY = 8  # earlier runs kept for the runs table (each holds its last wei
 RUN_COUNT = "train_run_count"  # session_state key: runs numbered so far
 KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapshots, oldest first
 MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
+CHARTED = "train_charted"  # session_state key: (run number, time, snapshot) the live charts were last drawn from
 POLL_SECONDS = 0.75  # live view refresh while training runs: its progress and metrics
 CHART_SECONDS = 1.5  # and its charts (curves, probe)
+POLL_IDLE = 0.15  # seconds of each poll left without a wait (the next poll must find the last one over)
+WAIT_SLICE = 0.05  # seconds between checks whether a click or a pick waits for the live view's run to end
 FIRST_STEP_WAIT = 0.5  # seconds Start waits for the run's first step before drawing the live view (a warm worker
 # takes 0.2-0.3 s; without one, the view says the training process is starting)
 LIVE = ("running", "paused", "queued")  # a run in these states is its session's live run
@@ -109,6 +113,10 @@ class Run:
         deadline = time.monotonic() + timeout
         while (snapshot := self.snapshot()).state == "running" and not snapshot.step and time.monotonic() < deadline:
             time.sleep(0.02)
+
+    def wait_while(self, state: str, timeout: float) -> JobSnapshot:
+        """The snapshot once the run's state is no longer `state`, or after `timeout` seconds."""
+        return self.job.wait_while(state, timeout)
 
     def position(self) -> int | None:
         """k >= 1 while the run is k-th in the server's line (k - 1 runs wait ahead of it); 0 while it
@@ -279,6 +287,38 @@ def say(kind: str, text: str, slot: str = "controls") -> None:
     """Leave a message (`kind`: an st function name) for the next run of the page, shown at `slot`
     (callbacks cannot draw there)."""
     st.session_state.setdefault(MESSAGES, {})[slot] = (kind, text)
+
+
+def watch_until_next_poll(run: Run, polled: float) -> None:
+    """After a poll has drawn the live view (at time.monotonic() `polled`), wait for the run to change state
+    until shortly before the next poll, and rerun the whole page the moment it does: the end of a run shows when
+    it comes, not up to a poll later. Only in the live view's own runs (a run of the whole page, Start's, ends at
+    once, so the browser drops what it no longer shows), and only while nothing waits for this run to end: a click
+    or a pick ends the watch at once."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None or not ctx.fragment_ids_this_run:
+        return
+    state = run.snapshot().state
+    while (left := polled + POLL_SECONDS - POLL_IDLE - time.monotonic()) > 0 and not asked_again(ctx):
+        if run.wait_while(state, min(left, WAIT_SLICE)).state != state:
+            st.rerun()
+
+
+def asked_again(ctx) -> bool:
+    """Whether a click, a pick or a poll waits for this script run to end. Streamlit queues a fragment's runs behind
+    the run under way (they never cut it short) and has no public way to ask, so this reads its queue of requests
+    (Streamlit 1.67; tests/browser/test_browser_live_watch.py fails when that changes)."""
+    requests = ctx.script_requests
+    return requests is not None and requests._state != ScriptRequestType.CONTINUE
+
+
+def chart_snapshot(run: Run) -> JobSnapshot:
+    """The snapshot a live run's charts are drawn from: renewed at every other poll (CHART_SECONDS), the same one
+    at the polls between."""
+    now, kept = time.monotonic(), st.session_state.get(CHARTED)
+    if kept is None or kept[0] != run.number or now - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2:
+        kept = st.session_state[CHARTED] = (run.number, now, run.snapshot())
+    return kept[2]
 
 
 def take_message(slot: str) -> tuple[str, str] | None:

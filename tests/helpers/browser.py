@@ -51,15 +51,16 @@ def _free_port() -> int:
 
 
 class Server:
-    """A Streamlit server for app.py on a free loopback port; stopped by its own pid."""
+    """A Streamlit server for app.py (or another `script` of the repository) on a free loopback port; stopped by
+    its own pid."""
 
-    def __init__(self):
+    def __init__(self, script: str = "app.py"):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = ARTIFACTS / f"server-{self.port}.log"
         ARTIFACTS.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+            [sys.executable, "-m", "streamlit", "run", script, "--server.headless=true",
              "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false"],
             cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
         )

@@ -21,6 +21,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -224,8 +225,9 @@ def make(cluster):
 # -- lifecycle ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["thread", "process", "ray"])
 def test_every_backend_keeps_the_job_interface(backend, request):
-    """One script for the three backends of transformer.runs.job.Job: idle, step(n) then paused at n, resume,
-    pause where it stays, the probe's text changed, the weights at the step shown, stop and join."""
+    """One script for the three backends of transformer.runs.job.Job: idle, step(n) then paused at n, resume, a
+    wait for a change of state (its timeout; a pause from another thread), pause where it stays, the probe's text
+    changed, the weights at the step shown, stop and join."""
     if backend == "thread":
         job = TrainingJob(Trainer(TINY_TRAIN, TINY_MODEL), probe=Probe("ab"), probe_every=5)
     elif backend == "process":
@@ -241,7 +243,15 @@ def test_every_backend_keeps_the_job_interface(backend, request):
         job.set_probe_text("ba")
         job.resume()
         wait_for(lambda: job.snapshot().step >= 10, what="training on")
-        job.pause()
+        began = time.monotonic()
+        assert job.wait_while("running", 0.3).state == "running"  # nothing changed: back after its timeout
+        assert 0.25 < time.monotonic() - began < 3
+        pausing = threading.Timer(0.3, job.pause)  # pause() returns once the step under way has ended
+        pausing.start()
+        began = time.monotonic()
+        assert job.wait_while("running", 30).state == "paused"  # back when it changed, not after 30 s
+        assert time.monotonic() - began < 10
+        pausing.join()
         paused = job.snapshot()
         assert paused.state == "paused" and job.bundle().card["steps"] == paused.step
         time.sleep(0.3)

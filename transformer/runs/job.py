@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from transformer.bundle import ModelBundle
 TRAINING_THREADS = 1
 
 SETTLE_TIMEOUT = 10.0  # seconds pause() and stop() wait for the step under way (an evaluation can be in it)
+WAIT_EVERY = 0.02  # seconds between snapshots while wait_while polls (a backend that is told of changes waits on them)
 MAX_PROBES = 120  # probe results kept; beyond it every other one is dropped and the probe interval doubles
 
 
@@ -112,6 +114,14 @@ class Job(ABC):
     @abstractmethod
     def snapshot(self) -> JobSnapshot:
         """A consistent copy of the job's progress, taken without waiting for the step under way."""
+
+    def wait_while(self, state: str, timeout: float) -> JobSnapshot:
+        """The job's snapshot once its state is no longer `state`, or after `timeout` seconds: a page that polls
+        shows a run's end when it comes rather than at its next poll."""
+        deadline = time.monotonic() + timeout
+        while (snapshot := self.snapshot()).state == state and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(WAIT_EVERY, left))
+        return snapshot
 
     @abstractmethod
     def bundle(self, name: str | None = None) -> ModelBundle:

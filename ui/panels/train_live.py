@@ -3,6 +3,8 @@ training forms it (scrub back through its snapshots), and the untrained preview 
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -203,9 +205,8 @@ def live_status(run: runs.Run) -> None:
     memorising_note(run, snapshot)
 
 
-def live_charts(view: View, run: runs.Run) -> None:
-    """The curves and the probe of this session's run, and the button that keeps its weights."""
-    snapshot = run.snapshot()
+def live_charts(view: View, run: runs.Run, snapshot) -> None:
+    """The curves and the probe of this session's run as of `snapshot`, and the button that keeps its weights."""
     curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
         scrub = st.container()
@@ -223,7 +224,7 @@ def live_charts(view: View, run: runs.Run) -> None:
             st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves", n=every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
-    keep_row(run, snapshot)
+    keep_row(run, run.snapshot())
     view.sync_url()
 
 
@@ -268,17 +269,25 @@ def keep_row(run: runs.Run, snapshot) -> None:
 
 
 def live_polling(view: View, run: runs.Run) -> None:
-    """The live view while the run trains: the progress redraws itself every POLL_SECONDS, the charts every
-    CHART_SECONDS (a chart redrawn costs the browser ~100 ms of CPU, which a laptop's training would lose)."""
-    st.fragment(live_status, run_every=runs.POLL_SECONDS)(run)
-    st.fragment(live_charts, run_every=runs.CHART_SECONDS)(view, run)
+    """The live view while the run trains, redrawn every POLL_SECONDS: its progress at every poll, its charts from
+    a snapshot renewed every CHART_SECONDS (a chart redrawn costs the browser ~100 ms of CPU, which a laptop's
+    training would lose; the same figure sent again is not redrawn). Between polls it watches for the run's end
+    (runs.watch_until_next_poll). One fragment: a second one's timer would cut that watch short."""
+    st.fragment(live_poll, run_every=runs.POLL_SECONDS)(view, run)
+
+
+def live_poll(view: View, run: runs.Run) -> None:
+    polled = time.monotonic()
+    live_status(run)
+    live_charts(view, run, runs.chart_snapshot(run))
+    runs.watch_until_next_poll(run, polled)
 
 
 @st.fragment
 def live_static(view: View, run: runs.Run) -> None:
     """The live view of a run that is not stepping: a pick reruns only this part."""
     live_status(run)
-    live_charts(view, run)
+    live_charts(view, run, run.snapshot())
 
 
 def preview_view(settings: RunSettings, text: str) -> None:
