@@ -108,8 +108,8 @@ class AppServer:
         return self.proc.pid
 
     def script_runs(self) -> list[dict]:
-        """The timed server's runs so far, oldest first: {"ms": wall, "cpu_ms": CPU of the thread that ran it,
-        "fragment": a fragment run, "page": the page's script hash}."""
+        """The timed server's runs so far, oldest first: {"at": when it began (time.time()), "ms": wall, "cpu_ms": CPU
+        of the thread that ran it, "fragment": a fragment run, "page": the page's script hash}."""
         if not self.runs_log.exists():
             return []
         return [json.loads(line) for line in self.runs_log.read_text().splitlines() if line.strip()]
@@ -358,7 +358,7 @@ def serve(port: int, log: str) -> None:
         try:
             return run_script(self, rerun_data)
         finally:
-            entry = {"ms": (time.perf_counter() - wall) * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
+            entry = {"at": time.time() - (time.perf_counter() - wall), "ms": (time.perf_counter() - wall) * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
                      "fragment": bool(rerun_data.fragment_id_queue), "page": rerun_data.page_script_hash}
             with open(log, "a") as f:
                 f.write(json.dumps(entry) + "\n")
