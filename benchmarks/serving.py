@@ -345,9 +345,9 @@ def load_average() -> list[float]:
 
 def serve(port: int, log: str) -> None:
     """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
-    fragment run's wall time, CPU time of its thread and page appended to LOG as a JSON line. With
-    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's chart preload; with AP_BENCH_NO_WARM=1,
-    the server's warm-up (ui/warm.py): the peers of click_latency's cold start."""
+    fragment run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
+    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element
+    code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py): the peers of click_latency's cold start."""
     from streamlit.runtime.scriptrunner import script_runner
     from streamlit.web.cli import main as streamlit_cli
 
@@ -358,7 +358,8 @@ def serve(port: int, log: str) -> None:
         try:
             return run_script(self, rerun_data)
         finally:
-            entry = {"at": time.time() - (time.perf_counter() - wall), "ms": (time.perf_counter() - wall) * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
+            spent = time.perf_counter() - wall
+            entry = {"at": time.time() - spent, "ms": spent * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
                      "fragment": bool(rerun_data.fragment_id_queue), "page": rerun_data.page_script_hash}
             with open(log, "a") as f:
                 f.write(json.dumps(entry) + "\n")
