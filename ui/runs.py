@@ -313,11 +313,17 @@ def asked_again(ctx) -> bool:
 
 
 def chart_snapshot(run: Run) -> JobSnapshot:
-    """The snapshot a live run's charts are drawn from: renewed at every other poll (CHART_SECONDS), the same one
-    at the polls between."""
+    """The snapshot a live run's charts are drawn from: renewed at every other poll (CHART_SECONDS), the same one at
+    the polls between, and not renewed when the run ends sooner than the next renewal would come: its end redraws the
+    charts, and a frame shown for less than a renewal interval would have cost the browser as much CPU as any other
+    (the training of a run of a few seconds, on a laptop's two cores, lost a tenth of its time to it)."""
     now, kept = time.monotonic(), st.session_state.get(CHARTED)
-    if kept is None or kept[0] != run.number or now - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2:
+    if kept is None or kept[0] != run.number:
         kept = st.session_state[CHARTED] = (run.number, now, run.snapshot())
+    elif now - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2:
+        fresh = run.snapshot()
+        if (left := fresh.seconds_left()) is None or left > CHART_SECONDS:
+            kept = st.session_state[CHARTED] = (run.number, now, fresh)
     return kept[2]
 
 

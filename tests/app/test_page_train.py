@@ -588,6 +588,42 @@ def test_start_draws_the_live_view_once_the_first_step_is_done(after, state, wai
     assert waited[0] <= time.monotonic() - began < waited[1]
 
 
+def snapshot_at(step: int, rate: float, state: str = "running", max_seconds: float | None = None,
+                elapsed: float = 0.0) -> JobSnapshot:
+    return JobSnapshot(step, state, [], [], None, rate, elapsed, None, 0.0, 300, max_seconds)
+
+
+def test_the_time_left_is_to_max_steps_or_to_the_time_limit_whichever_is_sooner():
+    assert snapshot_at(100, 50.0).seconds_left() == 4.0
+    assert snapshot_at(100, 50.0, max_seconds=10.0, elapsed=8.5).seconds_left() == 1.5
+    assert snapshot_at(100, 50.0, max_seconds=10.0, elapsed=12.0).seconds_left() == 0.0
+    assert snapshot_at(100, 0.0).seconds_left() is None  # no rate yet
+    assert snapshot_at(100, 50.0, "paused").seconds_left() is None
+
+
+class SnapshotRun:
+    """A run whose snapshot the test sets, numbered like a session's runs."""
+
+    def __init__(self, snapshot: JobSnapshot, number: int = 1):
+        self.now, self.number = snapshot, number
+
+    def snapshot(self) -> JobSnapshot:
+        return self.now
+
+
+def test_the_live_charts_are_renewed_every_other_poll_unless_the_run_ends_before_the_next(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(runs.st, "session_state", {})
+    run = SnapshotRun(snapshot_at(10, 50.0))
+    assert runs.chart_snapshot(run).step == 10
+    for at, step, shown in ((0.75, 50, 10), (1.5, 90, 90), (2.25, 130, 90), (3.0, 170, 170),
+                            (3.75, 230, 170), (4.5, 240, 170)):  # from step 240, 1.2 s left: the end redraws them
+        clock[0], run.now = 100.0 + at, snapshot_at(step, 50.0)
+        assert runs.chart_snapshot(run).step == shown, at
+    assert runs.chart_snapshot(SnapshotRun(snapshot_at(5, 50.0), number=2)).step == 5  # a new run: its own
+
+
 def test_model_config_defaults_match_the_trainer():
     trainer = Trainer(TrainConfig(steps=1))
     assert {k: getattr(trainer.model.config, k) for k in MODEL_DEFAULTS_ALL} == MODEL_DEFAULTS_ALL

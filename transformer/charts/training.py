@@ -69,8 +69,7 @@ def progress(snapshot: JobSnapshot, target: float | None) -> tuple[float, str]:
     job is not running, how long it trained)."""
     done = min(snapshot.step / snapshot.max_steps, 1.0)
     text = t("charts.progress.step", step=snapshot.step, steps=snapshot.max_steps)
-    if snapshot.state == "running" and snapshot.steps_per_s > 0:
-        left = (snapshot.max_steps - snapshot.step) / snapshot.steps_per_s
+    if (left := snapshot.seconds_left()) is not None:
         text += t("charts.progress.rate", rate=snapshot.steps_per_s, left=format_seconds(left))
         if target is not None:
             text += t("charts.progress.target", target=target)

@@ -56,6 +56,14 @@ class JobSnapshot:
     max_seconds: float | None
     parked: bool = False  # paused, its worker handed back: the next step starts a new one from its state
 
+    def seconds_left(self) -> float | None:
+        """Seconds of training left at most, at the current rate (to max_steps, or to the time limit when that comes
+        sooner); None while the job is not running or has no rate yet."""
+        if self.state != "running" or self.steps_per_s <= 0:
+            return None
+        left = (self.max_steps - self.step) / self.steps_per_s
+        return left if self.max_seconds is None else min(left, max(0.0, self.max_seconds - self.elapsed))
+
 
 class Job(ABC):
     """A training run controlled from any thread and read through `snapshot()`.
