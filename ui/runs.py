@@ -114,8 +114,8 @@ class Run:
         while (snapshot := self.snapshot()).state == "running" and not snapshot.step and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    def wait_while(self, state: str, timeout: float) -> JobSnapshot:
-        """The snapshot once the run's state is no longer `state`, or after `timeout` seconds."""
+    def wait_while(self, state: str, timeout: float) -> str:
+        """The run's state once it is no longer `state`, or after `timeout` seconds."""
         return self.job.wait_while(state, timeout)
 
     def position(self) -> int | None:
@@ -300,7 +300,7 @@ def watch_until_next_poll(run: Run, polled: float) -> None:
         return
     state = run.snapshot().state
     while (left := polled + POLL_SECONDS - POLL_IDLE - time.monotonic()) > 0 and not asked_again(ctx):
-        if run.wait_while(state, min(left, WAIT_SLICE)).state != state:
+        if run.wait_while(state, min(left, WAIT_SLICE)) != state:
             st.rerun()
 
 
@@ -316,9 +316,10 @@ def chart_snapshot(run: Run) -> JobSnapshot:
     """The snapshot a live run's charts are drawn from: renewed at every other poll (CHART_SECONDS), the same one at
     the polls between, and not renewed when the run ends sooner than the next renewal would come: its end redraws the
     charts, and a frame shown for less than a renewal interval would have cost the browser as much CPU as any other
-    (the training of a run of a few seconds, on a laptop's two cores, lost a tenth of its time to it)."""
+    (the training of a run of a few seconds, on a laptop's two cores, lost a tenth of its time to it). Until it holds
+    the first probe (taken before the first step), at every run."""
     now, kept = time.monotonic(), st.session_state.get(CHARTED)
-    if kept is None or kept[0] != run.number:
+    if kept is None or kept[0] != run.number or not kept[2].probes:
         kept = st.session_state[CHARTED] = (run.number, now, run.snapshot())
     elif now - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2:
         fresh = run.snapshot()

@@ -589,8 +589,9 @@ def test_start_draws_the_live_view_once_the_first_step_is_done(after, state, wai
 
 
 def snapshot_at(step: int, rate: float, state: str = "running", max_seconds: float | None = None,
-                elapsed: float = 0.0) -> JobSnapshot:
-    return JobSnapshot(step, state, [], [], None, rate, elapsed, None, 0.0, 300, max_seconds)
+                elapsed: float = 0.0, probed: bool = True) -> JobSnapshot:
+    return JobSnapshot(step, state, [], [(0, None)] if probed else [], None, rate, elapsed, None, 0.0, 300,
+                       max_seconds)
 
 
 def test_the_time_left_is_to_max_steps_or_to_the_time_limit_whichever_is_sooner():
@@ -612,11 +613,14 @@ class SnapshotRun:
 
 
 def test_the_live_charts_are_renewed_every_other_poll_unless_the_run_ends_before_the_next(monkeypatch):
+    """... and at once until they hold the first probe."""
     clock = [100.0]
     monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(runs.st, "session_state", {})
-    run = SnapshotRun(snapshot_at(10, 50.0))
-    assert runs.chart_snapshot(run).step == 10
+    run = SnapshotRun(snapshot_at(0, 0.0, probed=False))
+    assert runs.chart_snapshot(run).step == 0
+    run.now = snapshot_at(10, 50.0)
+    assert runs.chart_snapshot(run).step == 10  # the first probe has come: at once
     for at, step, shown in ((0.75, 50, 10), (1.5, 90, 90), (2.25, 130, 90), (3.0, 170, 170),
                             (3.75, 230, 170), (4.5, 240, 170)):  # from step 240, 1.2 s left: the end redraws them
         clock[0], run.now = 100.0 + at, snapshot_at(step, 50.0)

@@ -24,11 +24,11 @@ class StandIn:
         return SimpleNamespace(state="finished" if self.ends_at is not None and time.time() >= self.ends_at
                                else "running")
 
-    def wait_while(self, state: str, timeout: float) -> SimpleNamespace:
+    def wait_while(self, state: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout
-        while (snapshot := self.snapshot()).state == state and time.monotonic() < deadline:
+        while (now := self.snapshot().state) == state and time.monotonic() < deadline:
             time.sleep(0.01)
-        return snapshot
+        return now
 
 
 def live(run: StandIn) -> None:

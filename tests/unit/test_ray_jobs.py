@@ -244,12 +244,12 @@ def test_every_backend_keeps_the_job_interface(backend, request):
         job.resume()
         wait_for(lambda: job.snapshot().step >= 10, what="training on")
         began = time.monotonic()
-        assert job.wait_while("running", 0.3).state == "running"  # nothing changed: back after its timeout
+        assert job.wait_while("running", 0.3) == "running"  # nothing changed: back after its timeout
         assert 0.25 < time.monotonic() - began < 3
         pausing = threading.Timer(0.3, job.pause)  # pause() returns once the step under way has ended
         pausing.start()
         began = time.monotonic()
-        assert job.wait_while("running", 30).state == "paused"  # back when it changed, not after 30 s
+        assert job.wait_while("running", 30) == "paused"  # back when it changed, not after 30 s
         assert time.monotonic() - began < 10
         pausing.join()
         paused = job.snapshot()

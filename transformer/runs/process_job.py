@@ -354,12 +354,12 @@ class ProcessJob(Job):
                 return True
         return self._ended.wait(timeout)
 
-    def wait_while(self, state: str, timeout: float) -> JobSnapshot:
-        """The snapshot once the state is no longer `state`, or after `timeout` seconds (woken by the worker's
-        messages, not by polling)."""
+    def wait_while(self, state: str, timeout: float) -> str:
+        """The state once it is no longer `state`, or after `timeout` seconds (woken by the worker's messages, not by
+        polling; no snapshot is copied: a class server's live views each wait twenty times a second)."""
         with self._lock:
             self._lock.wait_for(lambda: self._status != state, timeout)
-        return self.snapshot()
+            return self._status
 
     def position(self) -> int | None:
         """0 while it holds a slot, k when it is k-th in line for one, None otherwise (RunQueue.position)."""

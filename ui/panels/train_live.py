@@ -272,7 +272,7 @@ def live_polling(view: View, run: runs.Run) -> None:
     """The live view while the run trains, redrawn every POLL_SECONDS: its progress at every poll, its charts from
     a snapshot renewed every CHART_SECONDS (a chart redrawn costs the browser ~100 ms of CPU, which a laptop's
     training would lose; the same figure sent again is not redrawn). Between polls it watches for the run's end
-    (runs.watch_until_next_poll). One fragment: a second one's timer would cut that watch short."""
+    (runs.watch_until_next_poll). One fragment: a second one's polls would wait behind that watch and end it."""
     st.fragment(live_poll, run_every=runs.POLL_SECONDS)(view, run)
 
 
