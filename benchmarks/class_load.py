@@ -239,12 +239,11 @@ async def upload(page, path: Path, name: str, tag: str, wait_s: float = 300) -> 
     return await outcome.first.get_attribute("data-testid") == "stAlertContentSuccess"
 
 
-async def sharer(page, url: str, shared: asyncio.Future, report: dict) -> None:
+async def sharer(page, url: str, path: Path, shared: asyncio.Future, report: dict) -> None:
     """Upload a formula-named checkpoint, share its link, download the Compare page's CSV."""
     await page.goto(f"{url}/checkpoints")
     await idle(page)
-    shipped = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
-    if not await upload(page, shipped, f"{EVIL}.safetensors", "HYPERLINK"):
+    if not await upload(page, path, f"{EVIL}.safetensors", "HYPERLINK"):
         report["errors"].append("sharer: the upload was refused")
         return
     await page.locator("[data-testid=stSidebarNav]").get_by_role("link", name="Step-by-step decoding").click()
@@ -321,6 +320,20 @@ def big_checkpoint(folder: Path) -> Path:
     return save_bundle(trainer.bundle("big"), folder / "big.safetensors")
 
 
+def shared_checkpoint(folder: Path) -> Path:
+    """The shipped reverse model with its output biases nudged: a trained model the app does not list (an upload of
+    the shipped file itself is named as that model and not added, and its link names no new model)."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    from transformer.store.checkpoints import load_bundle, save_bundle
+
+    bundle = load_bundle(ROOT / "assets" / "checkpoints" / "reverse.safetensors")
+    with torch.no_grad():
+        bundle.model.generator.proj.bias.add_(0.01)
+    return save_bundle(bundle, folder / "shared.safetensors")
+
+
 async def watch(server: AppServer, peak: dict, stop: asyncio.Event) -> dict:
     """Every half second: the server's memory, its workers' count and memory; and every process's CPU by whose it
     is (the server, its workers, Chromium, this script). Returns the cores each used over the class, and the rest
@@ -351,7 +364,7 @@ async def watch(server: AppServer, peak: dict, stop: asyncio.Event) -> dict:
     return {group: round(value, 2) for group, value in cores.items()}
 
 
-async def the_class(server: AppServer, args, report: dict, big: Path) -> dict:
+async def the_class(server: AppServer, args, report: dict, big: Path, share: Path) -> dict:
     from playwright.async_api import async_playwright
 
     rng = random.Random(args.seed)
@@ -383,7 +396,7 @@ async def the_class(server: AppServer, args, report: dict, big: Path) -> dict:
             page.set_default_timeout(300_000)
             page.on("pageerror", lambda exc: report["errors"].append(f"page error: {exc}"))
             pages.append(page)
-        tabs = [sharer(pages[0], server.url, shared, report)]
+        tabs = [sharer(pages[0], server.url, share, shared, report)]
         tabs += [mischief(page, server.url, big, until, report) for page in pages[1:3]]
         tabs += [clicker(page, server.url, until, clicks["browser_step_ms"]) for page in pages[3:]]
         tasks = [light(i, role) for i, role in enumerate(lights)] + tabs
@@ -420,7 +433,8 @@ def main() -> None:
               "churn_refused", "hostile_links", "uploads_kept", "uploads_without_outcome", "exceptions_in_browsers")
     report = {"machine": machine(), "settings": dict(SERVER_ENV), "errors": [], "runs_refused": [],
               "queue_waits_s": [], "uploads_refused": {}, "walkers": [], **dict.fromkeys(counts, 0)}
-    big = big_checkpoint(Path(tempfile.mkdtemp(prefix="ap-class-")))
+    folder = Path(tempfile.mkdtemp(prefix="ap-class-"))
+    big, share = big_checkpoint(folder), shared_checkpoint(folder)
     report["big_upload_mb"] = round(big.stat().st_size / 2**20, 1)
     server = AppServer(env=SERVER_ENV, timed=True)
     peak = {"server_rss_mb": 0.0, "workers": 0, "workers_rss_mb": 0.0}
@@ -431,7 +445,7 @@ def main() -> None:
         async def go():
             stop = asyncio.Event()
             watcher = asyncio.create_task(watch(server, peak, stop))
-            clicks = await the_class(server, args, report, big)
+            clicks = await the_class(server, args, report, big, share)
             stop.set()
             report["cores_used"] = await watcher
             return clicks
