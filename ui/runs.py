@@ -289,8 +289,8 @@ def say(kind: str, text: str, slot: str = "controls") -> None:
     st.session_state.setdefault(MESSAGES, {})[slot] = (kind, text)
 
 
-def watch_until_next_poll(run: Run, polled: float) -> None:
-    """After a poll has drawn the live view (at time.monotonic() `polled`), wait for the run to change state
+def watch_until_next_poll(run: Run, polled: float, state: str) -> None:
+    """After a poll has drawn the live view in `state` (at time.monotonic() `polled`), wait for the run to leave it
     until shortly before the next poll, and rerun the whole page the moment it does: the end of a run shows when
     it comes, not up to a poll later. Only in the live view's own runs (a run of the whole page, Start's, ends at
     once, so the browser drops what it no longer shows), and only while nothing waits for this run to end: a click
@@ -298,7 +298,6 @@ def watch_until_next_poll(run: Run, polled: float) -> None:
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not ctx.fragment_ids_this_run:
         return
-    state = run.snapshot().state
     while (left := polled + POLL_SECONDS - POLL_IDLE - time.monotonic()) > 0 and not asked_again(ctx):
         if run.wait_while(state, min(left, WAIT_SLICE)) != state:
             st.rerun()
@@ -312,19 +311,16 @@ def asked_again(ctx) -> bool:
     return requests is not None and requests._state != ScriptRequestType.CONTINUE
 
 
-def chart_snapshot(run: Run) -> JobSnapshot:
-    """The snapshot a live run's charts are drawn from: renewed at every other poll (CHART_SECONDS), the same one at
-    the polls between, and not renewed when the run ends sooner than the next renewal would come: its end redraws the
-    charts, and a frame shown for less than a renewal interval would have cost the browser as much CPU as any other
-    (the training of a run of a few seconds, on a laptop's two cores, lost a tenth of its time to it). Until it holds
-    the first probe (taken before the first step), at every run."""
-    now, kept = time.monotonic(), st.session_state.get(CHARTED)
-    if kept is None or kept[0] != run.number or not kept[2].probes:
-        kept = st.session_state[CHARTED] = (run.number, now, run.snapshot())
-    elif now - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2:
-        fresh = run.snapshot()
-        if (left := fresh.seconds_left()) is None or left > CHART_SECONDS:
-            kept = st.session_state[CHARTED] = (run.number, now, fresh)
+def chart_snapshot(run: Run, now: JobSnapshot) -> JobSnapshot:
+    """The snapshot a live run's charts are drawn from, given its newest (`now`): renewed at every other poll
+    (CHART_SECONDS), the same one at the polls between, and not renewed when the run ends sooner than the next
+    renewal would come: its end redraws the charts, and a frame shown for less than a renewal interval would have
+    cost the browser as much CPU as any other (the training of a run of a few seconds, on a laptop's two cores, lost
+    a tenth of its time to it). Until it holds the first probe (taken before the first step), at every run."""
+    at, kept, left = time.monotonic(), st.session_state.get(CHARTED), now.seconds_left()
+    if (kept is None or kept[0] != run.number or not kept[2].probes
+            or (at - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2 and (left is None or left > CHART_SECONDS))):
+        kept = st.session_state[CHARTED] = (run.number, at, now)
     return kept[2]
 
 

@@ -602,14 +602,11 @@ def test_the_time_left_is_to_max_steps_or_to_the_time_limit_whichever_is_sooner(
     assert snapshot_at(100, 50.0, "paused").seconds_left() is None
 
 
-class SnapshotRun:
-    """A run whose snapshot the test sets, numbered like a session's runs."""
+class Numbered:
+    """A run as chart_snapshot knows it: its number in its session."""
 
-    def __init__(self, snapshot: JobSnapshot, number: int = 1):
-        self.now, self.number = snapshot, number
-
-    def snapshot(self) -> JobSnapshot:
-        return self.now
+    def __init__(self, number: int = 1):
+        self.number = number
 
 
 def test_the_live_charts_are_renewed_every_other_poll_unless_the_run_ends_before_the_next(monkeypatch):
@@ -617,15 +614,14 @@ def test_the_live_charts_are_renewed_every_other_poll_unless_the_run_ends_before
     clock = [100.0]
     monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(runs.st, "session_state", {})
-    run = SnapshotRun(snapshot_at(0, 0.0, probed=False))
-    assert runs.chart_snapshot(run).step == 0
-    run.now = snapshot_at(10, 50.0)
-    assert runs.chart_snapshot(run).step == 10  # the first probe has come: at once
+    run = Numbered()
+    assert runs.chart_snapshot(run, snapshot_at(0, 0.0, probed=False)).step == 0
+    assert runs.chart_snapshot(run, snapshot_at(10, 50.0)).step == 10  # the first probe has come: at once
     for at, step, shown in ((0.75, 50, 10), (1.5, 90, 90), (2.25, 130, 90), (3.0, 170, 170),
                             (3.75, 230, 170), (4.5, 240, 170)):  # from step 240, 1.2 s left: the end redraws them
-        clock[0], run.now = 100.0 + at, snapshot_at(step, 50.0)
-        assert runs.chart_snapshot(run).step == shown, at
-    assert runs.chart_snapshot(SnapshotRun(snapshot_at(5, 50.0), number=2)).step == 5  # a new run: its own
+        clock[0] = 100.0 + at
+        assert runs.chart_snapshot(run, snapshot_at(step, 50.0)).step == shown, at
+    assert runs.chart_snapshot(Numbered(2), snapshot_at(5, 50.0)).step == 5  # a new run: its own
 
 
 def test_model_config_defaults_match_the_trainer():

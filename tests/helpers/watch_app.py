@@ -39,7 +39,7 @@ def live(run: StandIn) -> None:
     st.markdown(f"poll {st.session_state.polls}")
     st.session_state.clicks = st.session_state.get("clicks", 0) + st.button("Count", key="count")
     st.markdown(f"clicks {st.session_state.clicks}")
-    runs.watch_until_next_poll(run, polled)
+    runs.watch_until_next_poll(run, polled, "running")
 
 
 run = st.session_state.setdefault("run", StandIn())

@@ -194,8 +194,8 @@ def status_line(run: runs.Run, snapshot) -> None:
     st.progress(value, text=text)
 
 
-def live_status(run: runs.Run) -> None:
-    """The run's progress (its place in line while it waits) and latest metrics."""
+def live_status(run: runs.Run):
+    """The run's progress (its place in line while it waits) and latest metrics; returns the snapshot drawn."""
     snapshot = run.snapshot()
     run.heartbeat()
     if snapshot.state != runs.drawn_state():
@@ -203,10 +203,12 @@ def live_status(run: runs.Run) -> None:
     status_line(run, snapshot)
     metrics_line(snapshot)
     memorising_note(run, snapshot)
+    return snapshot
 
 
-def live_charts(view: View, run: runs.Run, snapshot) -> None:
-    """The curves and the probe of this session's run as of `snapshot`, and the button that keeps its weights."""
+def live_charts(view: View, run: runs.Run, snapshot, now) -> None:
+    """The curves and the probe of this session's run as of `snapshot`, and the button that keeps its weights as of
+    `now` (the run's newest snapshot)."""
     curves, probe = st.container(key="train_live_columns").columns([1, 1.15], gap="medium")  # LIVE_CSS
     with curves:
         scrub = st.container()
@@ -224,7 +226,7 @@ def live_charts(view: View, run: runs.Run, snapshot) -> None:
             st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves", n=every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
-    keep_row(run, run.snapshot())
+    keep_row(run, now)
     view.sync_url()
 
 
@@ -278,16 +280,16 @@ def live_polling(view: View, run: runs.Run) -> None:
 
 def live_poll(view: View, run: runs.Run) -> None:
     polled = time.monotonic()
-    live_status(run)
-    live_charts(view, run, runs.chart_snapshot(run))
-    runs.watch_until_next_poll(run, polled)
+    now = live_status(run)
+    live_charts(view, run, runs.chart_snapshot(run, now), now)
+    runs.watch_until_next_poll(run, polled, now.state)
 
 
 @st.fragment
 def live_static(view: View, run: runs.Run) -> None:
     """The live view of a run that is not stepping: a pick reruns only this part."""
-    live_status(run)
-    live_charts(view, run, run.snapshot())
+    now = live_status(run)
+    live_charts(view, run, now, now)
 
 
 def preview_view(settings: RunSettings, text: str) -> None:
