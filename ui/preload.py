@@ -16,8 +16,8 @@ import streamlit as st
 # Train page's live view waited ~0.4 s after Start for those below (the syntax highlighter, 1.6 MB, is run for
 # code in markdown) before its first progress line showed.
 STATIC_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"
-LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "StreamlitSyntaxHighlighter")  # each
-# brings the chunks it imports (the progress bar's, the slider's width)
+# Each brings the chunks it imports (the progress bar's, the slider's width).
+LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "StreamlitSyntaxHighlighter")
 # Import the chunks next to the frontend's own entry module, so the page's base path needs no knowing: the charts'
 # at once (the home page's first chart needs it), the others one at a time whenever the browser is idle after it
 # (no home page element needs them). The element holds no content: the style hides its container, which would

@@ -5,12 +5,7 @@ draw it."""
 
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
-
 from helpers.browser import open_app_page
-from helpers.repo import ROOT
 
 from ui.preload import LATER, chunk, plotly_chunk
 
@@ -73,15 +68,3 @@ def test_the_other_chunks_are_loaded_after_the_chart_chunk_on_a_page_without_the
     asked = {name: page.evaluate(CHUNK_START_JS, chunk(name)) for name in LATER}  # (the home page shows links)
     assert None not in asked.values() and min(asked.values()) > charts, (charts, asked)
 
-
-def test_what_app_py_imports_before_its_first_page_loads_no_torch():
-    """app.py's own imports (the page catalog with its titles, the preload, the warm-up) must leave torch alone: its
-    import holds the server for a second, and the preload's element, sent before it, would wait behind it (the
-    `transformer` package imported the network, and torch, with every submodule: the chart chunk was asked for a
-    second later and a fresh server's first chart came 0.9 s later)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    modules = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
-    code = f"import sys; import {', '.join(modules)}; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False", modules

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 from helpers.browser import SCRIPT_IDLE, Server, require_chromium
 
-from ui.runs import POLL_SECONDS
+from ui.runs import POLL_IDLE, POLL_SECONDS
 
-POLLING = "text=/^poll [1-9]/"
 # In-page: the time (Date.now()) the page first shows text matching `pattern`, checked on every change of the page.
 WATCH_JS = """(pattern) => {
   window.apSeen = null;
@@ -66,7 +65,7 @@ def test_a_click_during_the_watch_is_answered_at_once(watch_server, page):
         page.evaluate(WATCH_JS, f"clicks {clicks}")
         page.locator(".st-key-count button").click()
         lags.append((page.wait_for_function("window.apSeen", timeout=15_000).json_value()["at"] - began) / 1000)
-    assert max(lags) < 0.4, f"clicks answered after {lags} s (a watch lasts up to {POLL_SECONDS - 0.15:.2f} s)"
+    assert max(lags) < 0.4, f"clicks answered after {lags} s (a watch lasts up to {POLL_SECONDS - POLL_IDLE:.2f} s)"
 
 
 def test_a_run_of_the_whole_page_does_not_watch(watch_server, page):
@@ -84,4 +83,4 @@ def test_a_run_of_the_whole_page_does_not_watch(watch_server, page):
         if state == "running":
             runs.append((ended - began) / 1000)
     assert len(runs) >= 3 and min(runs) < 0.4, \
-        f"the whole page's runs lasted {runs} s (a watch lasts up to {POLL_SECONDS - 0.15:.2f} s)"
+        f"the whole page's runs lasted {runs} s (a watch lasts up to {POLL_SECONDS - POLL_IDLE:.2f} s)"

@@ -1,10 +1,12 @@
 """The shape of the house: the library's rooms import only from the rooms above them, nothing imports in a circle,
 the library knows nothing of Streamlit or the UI, a function-local import says why it is one, and every module
-is on the map (docs/ARCHITECTURE.md)."""
+is on the map (docs/ARCHITECTURE.md); and app.py's own imports load no torch."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,16 @@ def test_every_module_is_on_the_map(package):
     missing = [str(path.relative_to(ROOT)) for path in sorted((ROOT / package).rglob("*.py"))
                if path.name != "__init__.py" and str(path.relative_to(ROOT)) not in text]
     assert missing == []
+
+
+def test_what_app_py_imports_before_its_first_page_loads_no_torch():
+    """app.py's own imports (the page catalog with its titles, the preload, the warm-up) must leave torch alone: its
+    import holds the server for a second, and the preload's element, sent before it, would wait behind it (the
+    `transformer` package imported the network, and torch, with every submodule: the chart chunk was asked for a
+    second later and a fresh server's first chart came 0.9 s later)."""
+    tree = ast.parse((ROOT / "app.py").read_text())
+    modules = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+    code = f"import sys; import {', '.join(modules)}; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False", modules
