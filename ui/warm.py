@@ -4,8 +4,10 @@
 1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py measures first
 visits against a server without it.
 
-Not before the first page: on two cores a browser's own start-up keeps both busy, so a warm-up beside it took as
-long as it saved (the home page's first chart came 0.5 s later with torch imported ahead, docs/MEASUREMENTS.md).
+Not before the first page, nor while the browser draws it: on two cores a browser's own start-up keeps both busy,
+so a warm-up beside it took as long as it saved (the home page's first chart came 0.5 s later with torch imported
+ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s later than one begun DELAY seconds
+after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md).
 
 Page views and the warm-up take turns over pandas (`page_view`): two threads may import a module at once through
 `import` statements, which take the module's lock, but plotly reads pandas from sys.modules without importing it,
@@ -30,6 +32,7 @@ from ui.catalog import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
+DELAY = 1.5  # seconds from the end of the first page's run to the warm-up's start
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
 LATER = ("torch._dynamo",)  # imported after the pages' modules
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
@@ -81,7 +84,8 @@ def page_view():
 
 
 def start() -> None:
-    """Start the warm-up in a thread of its own, once per server; not under AppTest (its tests keep their caches)."""
+    """Start the warm-up in a thread of its own DELAY seconds from now (app.py calls this as a run ends), once per
+    server; not under AppTest (its tests keep their caches)."""
     global _started
     with _turns:
         if _started or st.get_option("global.appTest"):
@@ -90,7 +94,9 @@ def start() -> None:
     # the model cache's spinner looks for a script run, and says so when there is none: expected here
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != THREAD)
-    threading.Thread(target=_warm_quietly, name=THREAD, daemon=True).start()
+    warmer = threading.Timer(DELAY, _warm_quietly)
+    warmer.name, warmer.daemon = THREAD, True
+    warmer.start()
 
 
 def warm_up() -> None:
