@@ -5,7 +5,7 @@ Every script prints `machine()` with its figures: the CPU model (lscpu), torch's
 the CPUs this process may run on and the load average. `--cpu avx2` caps torch's and oneDNN's kernels to AVX2 on
 this machine (`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`): a stand-in for a learner's laptop without
 AVX-512 and native bfloat16, by ISA cap on the same cores, not a different machine. It is set before torch is
-imported, and every process a script starts (a server, its workers, a CLI run) inherits it.
+imported, and every process a script starts (a server, its workers, a CLI run) inherits it, with any GPU hidden.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def add_cpu_argument(parser) -> None:
 
 
 def use_cpu_kind(argv: list[str] | None = None) -> str:
-    """Apply the `--cpu` kind named in `argv` (default sys.argv) to this process's environment; call it before torch
-    is imported (RuntimeError after: torch reads the caps once). Returns the kind."""
+    """Apply the `--cpu` kind named in `argv` (default sys.argv) to this process's environment, and hide any GPU;
+    call it before torch is imported (RuntimeError after: torch reads the caps once). Returns the kind."""
     argv = sys.argv[1:] if argv is None else argv
     kind = "native"
     for i, arg in enumerate(argv):
@@ -41,6 +41,9 @@ def use_cpu_kind(argv: list[str] | None = None) -> str:
     if caps and "torch" in sys.modules and any(os.environ.get(k) != v for k, v in caps.items()):
         raise RuntimeError("use_cpu_kind() must run before torch is imported")
     os.environ.update(caps)
+    # The scripts time CPUs. On a machine with a GPU a run's device "auto" trains there (the accelerator machine's
+    # first figures of 2026-11-26 were its H200's, not its Xeon's): no GPU unless CUDA_VISIBLE_DEVICES names one.
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     return kind
 
 
@@ -61,7 +64,7 @@ def cpu_model() -> str:
 def machine(torch_threads: int | None = None) -> dict:
     """Where a figure was measured: CPU model, torch's CPU capability (what its kernels use here, caps included),
     the caps set, torch's intra-op threads (`torch_threads` when the measured work sets its own), the CPUs this
-    process may run on, and the load average now."""
+    process may run on, the load average now, and whether torch sees a GPU."""
     import torch
 
     return {
@@ -72,6 +75,7 @@ def machine(torch_threads: int | None = None) -> dict:
         "cpus": os.cpu_count(), "affinity": sorted(os.sched_getaffinity(0)),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
         "torch": torch.__version__,
+        "cuda": torch.cuda.is_available(),  # False where use_cpu_kind() ran: the figures are the CPU's
     }
 
 

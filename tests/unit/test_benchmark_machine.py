@@ -1,0 +1,39 @@
+"""benchmarks/timing.py: the scripts time the CPU they say, on a machine with a GPU too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from helpers.repo import ROOT
+
+SCRIPT = """
+import json, os, sys
+sys.path.insert(0, "benchmarks")
+from timing import machine, use_cpu_kind
+kind = use_cpu_kind(sys.argv[1:])
+print(json.dumps({"kind": kind, "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"), **machine()}))
+"""
+
+
+def measured(*args: str, **env: str) -> dict:
+    """What a benchmark's process sees after use_cpu_kind(args), in a fresh interpreter with `env` added."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "ATEN_CPU_CAPABILITY",
+                                                               "ONEDNN_MAX_CPU_ISA")}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=ROOT, env={**clean, **env},
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_benchmark_hides_the_gpu_and_says_so_unless_one_is_named():
+    native = measured()
+    assert native["kind"] == "native" and native["cuda_visible"] == "" and native["cuda"] is False
+    assert measured(CUDA_VISIBLE_DEVICES="0")["cuda_visible"] == "0"  # someone timing a GPU on purpose
+
+
+def test_the_avx2_kind_caps_torchs_kernels():
+    capped = measured("--cpu", "avx2")
+    assert capped["cpu_caps"] == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert capped["cpu_capability"] in ("AVX2", "DEFAULT") and capped["cuda_visible"] == ""
