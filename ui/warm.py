@@ -32,7 +32,7 @@ from ui.catalog import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
-DELAY = 1.5  # seconds from the end of the first page's run to the warm-up's start
+DELAY = 1.0  # seconds from the end of the first page's run to the warm-up's start
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
 LATER = ("torch._dynamo",)  # imported after the pages' modules
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
