@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from helpers.browser import open_app_page, screenshot, settle
+from helpers.browser import open_app_page, screenshot, settle, wait_quiet
 from helpers.hostile import BOMB_MIB, endless, pt_zip_bomb, tiny_bundle, with_card
 from helpers.repo import ROOT, needs_reverse
 
@@ -72,6 +72,7 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     open_app_page(pg, f"{fresh_server.url}/checkpoints")
     pg.locator("[data-testid=stDataFrame]").first.wait_for()
     assert active_model(pg) == "reverse (pretrained)"
+    assert wait_quiet(pid)  # the fresh server's one warm-up (every page's modules, ~100 MB) is no upload's
     figures = {"server after opening the page": (status_mb(pid, "VmRSS"), status_mb(pid, "VmHWM"))}
 
     # (a) the zip bomb: refused from its zip directory, before torch.load inflates anything

@@ -5,14 +5,11 @@ server has warmed its other pages once, the server must sit near idle while the 
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from helpers.browser import screenshot, wait_for_app
+from helpers.browser import cpu_seconds, screenshot, wait_for_app, wait_quiet
 from helpers.repo import needs_reverse
 
 pytestmark = [pytest.mark.browser, needs_reverse]
@@ -20,24 +17,6 @@ pytestmark = [pytest.mark.browser, needs_reverse]
 WATCH_S = 8  # seconds the open tab is watched
 IDLE_CPU_S = 1.0  # CPU-seconds the server may use meanwhile (the loop used about 4 in 8 s)
 NOTE = "This link could not be followed in full"
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process `pid`, all its threads, from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
-
-
-def wait_quiet(pid: int, window_s: float = 2.0, timeout_s: float = 90) -> None:
-    """Until the server uses under IDLE_CPU_S / 4 CPU-seconds in a `window_s` window (or `timeout_s` passes): a fresh
-    server warms the other pages once, after its first page (ui/warm.py, a few CPU-seconds), which is not a loop. A
-    page that loops never goes quiet, and the watch that follows fails."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        before = cpu_seconds(pid)
-        time.sleep(window_s)
-        if cpu_seconds(pid) - before < IDLE_CPU_S / 4:
-            return
 
 
 def settles(pg, timeout_s: float = 60) -> bool:
@@ -57,7 +36,7 @@ def test_a_refused_link_settles_and_leaves_the_server_idle(fresh_server, page, r
     pg = page
     pg.goto(f"{fresh_server.url}/decode?v=1&input={raw}")
     settled = settles(pg)
-    wait_quiet(fresh_server.proc.pid)
+    wait_quiet(fresh_server.proc.pid, cpu_s=IDLE_CPU_S / 4)  # the fresh server's warm-up, once: not a loop
     before = cpu_seconds(fresh_server.proc.pid)
     pg.wait_for_timeout(WATCH_S * 1000)
     used = cpu_seconds(fresh_server.proc.pid) - before

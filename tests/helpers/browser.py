@@ -83,6 +83,26 @@ class Server:
                 self.proc.kill()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid`, all its threads, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
+
+def wait_quiet(pid: int, cpu_s: float = 0.25, window_s: float = 2.0, timeout_s: float = 90) -> bool:
+    """Until process `pid` (a server) uses under `cpu_s` CPU-seconds in a `window_s` window; False if `timeout_s`
+    passes first. A fresh server warms its other pages once, ui/warm.DELAY (1 s) after its first page's run: a few
+    CPU-seconds and ~100 MB, which a measurement of the server should not count. The window is longer than that
+    delay, so one that begins before the warm-up does not end quiet."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(window_s)
+        if cpu_seconds(pid) - before < cpu_s:
+            return True
+    return False
+
+
 def require_chromium():
     if not Path(CHROMIUM).exists():
         if os.environ.get("REQUIRE_BROWSER") == "1":
