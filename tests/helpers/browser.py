@@ -89,11 +89,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
-def wait_quiet(pid: int, cpu_s: float = 0.25, window_s: float = 2.0, timeout_s: float = 90) -> bool:
-    """Until process `pid` (a server) uses under `cpu_s` CPU-seconds in a `window_s` window; False if `timeout_s`
-    passes first. A fresh server warms its other pages once, ui/warm.DELAY (1 s) after its first page's run: a few
+def wait_quiet(pid: int, cpu_s: float = 0.25, timeout_s: float = 90) -> bool:
+    """Until process `pid` (a server) uses under `cpu_s` CPU-seconds in a window of ui/warm.DELAY + 1 s; False if
+    `timeout_s` passes first. A fresh server warms its other pages once, DELAY after its first page's run: a few
     CPU-seconds and ~100 MB, which a measurement of the server should not count. The window is longer than that
     delay, so one that begins before the warm-up does not end quiet."""
+    from ui import warm  # function-local: only the tests that watch a server need streamlit's import here
+
+    window_s = warm.DELAY + 1.0
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         before = cpu_seconds(pid)
