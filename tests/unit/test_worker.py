@@ -17,8 +17,9 @@ import torch
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
-from transformer.runs.job import JobLimitError
+from transformer.runs.job import JobLimitError, JobSnapshot
 from transformer.runs.probe import Probe, ProbeResult
+from transformer.runs import process_job
 from transformer.runs.process_job import ProcessJob
 from transformer.runs.queue import QueueFullError, RunQueue
 from transformer.runs.thread_job import TrainingJob
@@ -301,6 +302,32 @@ def test_auto_means_the_cpu_here_and_old_settings_load_as_auto():
     trainer.step()
     trainer.evaluate()
     assert trainer.device == torch.device("cpu") and trainer.bundle().card["train"]["device"] == "auto"
+
+
+class SteppingOn:
+    """A running job whose weight copy, waiting for the step under way, finds two more steps taken (as a loaded
+    worker's did: weights of step 323 beside progress of step 321)."""
+
+    def __init__(self):
+        self.step = 10
+
+    def snapshot(self) -> JobSnapshot:
+        return JobSnapshot(self.step, "running", [], [], None, 50.0, 1.0, None, 0.5, 1000, None)
+
+    def bundle(self):
+        self.step += 2
+        return dataclasses.replace(Trainer(TINY_TRAIN, TINY_MODEL).bundle(), card={"steps": self.step})
+
+
+def test_the_worker_never_sends_progress_behind_the_weights_it_sent():
+    sent = []
+    relay = process_job._Relay(None, SteppingOn())
+    relay.send = sent.append
+    relay.weights_time -= process_job.WEIGHTS_EVERY + 1  # a copy is due
+    relay.publish()
+    (weights, card, _), (progress, _, shown, _) = sent
+    assert (weights, progress) == ("weights", "progress")
+    assert card["steps"] == 12 and shown["step"] >= card["steps"], (card, shown["step"])
 
 
 @needs_cuda

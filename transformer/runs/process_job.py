@@ -711,10 +711,11 @@ class _Relay:
     def publish(self, force: bool = False, final: bool = False) -> None:
         snap = self.job.snapshot()
         stepping = snap.state == "running"
-        if not stepping and self.weights_step != snap.step:
-            self.send_weights()  # paused, stopped, finished or failed: the weights it stays at
-        elif stepping and time.monotonic() - self.weights_time > WEIGHTS_EVERY and self.weights_step != snap.step:
-            self.send_weights()
+        if self.weights_step != snap.step and (not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY):
+            self.send_weights()  # when not stepping (paused, stopped, finished, failed): the weights it stays at
+            # the copy waits for the step under way, and a running job may take more meanwhile: the progress sent
+            # with it is read after it, so the parent's progress is never behind the weights it holds
+            snap = self.job.snapshot()
         probe_steps = [step for step, _ in snap.probes]
         key = (snap.step, snap.state, len(snap.history), probe_steps[-1:], len(probe_steps), snap.error)
         if key == self.last_key and not (force or final):
