@@ -1,5 +1,6 @@
 """Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
-(active model); once the first page is drawn, the server warms what the other pages need (ui/warm.py)."""
+(active model). A server's first run pauses the garbage collector (ui/runtime.py); once its page is drawn, the server
+warms what the other pages need (ui/warm.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import warm
+from ui import runtime, warm
 from ui.catalog import PAGES
 from ui.preload import preload_charts
 
@@ -29,10 +30,7 @@ def main() -> None:
     st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
     preload_charts()
 
-    from ui.runtime import configure_torch  # torch's import takes a second; the browser works meanwhile
-
-    configure_torch()
-
+    runtime.configure_torch()  # torch's import takes a second; the browser works meanwhile
     from ui import language  # after set_page_config
     from ui.sidebar import render_sidebar
     from ui.tables import for_page
@@ -47,6 +45,6 @@ def main() -> None:
     page.run()
 
 
-with warm.page_view():
+with runtime.first_run(), warm.page_view():
     main()
 warm.start()

@@ -5,7 +5,8 @@ pid; its script runs are timed too, so the server's share shows beside each figu
   cold_start_ms   from `streamlit run` to the first chart drawn on the home page, in a new browser page
                   (the server's start and warm-up, the first script run, the page's JavaScript and the first
                   paint). Target <= 3,000 ms (issue 25; 4,000 in issue 12). Peer: the same server without its
-                  warm-up (ui/warm.py; --peer preload: without ui/preload's chart preload), started in turn.
+                  warm-up (ui/warm.py; --peer preload: without ui/preload's chart preload; --peer gc: its first run
+                  with the garbage collector on, ui/runtime.py), started in turn.
   first_visit_ms  then, on that fresh server, each other page opened once through the sidebar: ms to its first
                   chart drawn (to the end of its script run where it has no chart). Target <= 1,000 ms each. The
                   peer's too, and the server CPU time of each visit's script run.
@@ -20,7 +21,7 @@ Other processes slow every figure; the machine (timing.machine(): CPU, capabilit
 `--cpu avx2` caps the server's kernels to AVX2 (a laptop without AVX-512 or native bfloat16); `--throttle 2.5` slows
 the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
-    python benchmarks/click_latency.py [--clicks 30] [--rounds 3] [--starts 5] [--peer warm|preload] [--cpu avx2]
+    python benchmarks/click_latency.py [--clicks 30] [--rounds 3] [--starts 5] [--peer warm|preload|gc] [--cpu avx2]
                                        [--throttle 2.5] [--cold-only]
 """
 
@@ -47,7 +48,8 @@ from serving import (  # noqa: E402
 from ui.catalog import PAGES  # noqa: E402  (no torch)
 
 TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400, "step_click_ms": 150}
-PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD"}  # what the peer server leaves out
+# what the peer server leaves out
+PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE"}
 CHART = ".js-plotly-plot .main-svg"
 # The pages that hold a chart, in the order the sidebar is walked from the decode page (link text, path).
 ROUND = (("All attention heads", "attention"), ("Masks", "masks"), ("Positional encoding", "positions"),

@@ -6,6 +6,7 @@ page's progress as the browser shows it; and the in-page timing of a click until
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -352,7 +353,8 @@ def serve(port: int, log: str) -> None:
     """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
     fragment run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
     AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element
-    code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py): the peers of click_latency's cold start."""
+    code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py); with AP_BENCH_NO_GC_PAUSE=1, the first run's
+    pause of the garbage collector (ui/runtime.py): the peers of click_latency's cold start."""
     from streamlit.runtime.scriptrunner import script_runner
     from streamlit.web.cli import main as streamlit_cli
 
@@ -379,6 +381,15 @@ def serve(port: int, log: str) -> None:
         import ui.warm
 
         ui.warm.start = lambda: None
+    if os.environ.get("AP_BENCH_NO_GC_PAUSE") == "1":  # the collector on in every run, what each leaves frozen
+        import ui.runtime
+
+        @contextmanager
+        def first_run():
+            yield
+            gc.freeze()
+
+        ui.runtime.first_run = first_run
     os.chdir(ROOT)
     streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
                    "--browser.gatherUsageStats=false"])

@@ -19,7 +19,6 @@ server's first page none is polling.
 from __future__ import annotations
 
 import ast
-import gc
 import importlib
 import logging
 import threading
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui import runtime
 from ui.catalog import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def warm_up() -> None:
             _turns.notify_all()
     load([*page_modules(), *LATER])
     warm_errors()
-    gc.freeze()  # as ui/runtime.py does after the first imports: these too stay out of full collections
+    runtime.collect_frozen()  # the first run's garbage; what is alive now, these imports too, stays out of collections
 
 
 def warm_errors() -> None:
