@@ -95,7 +95,12 @@ class AppServer:
             command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
                        "--server.address=127.0.0.1", f"--server.port={self.port}",
                        "--browser.gatherUsageStats=false"]
-        self.proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "AP_MODEL_STORE": store, **(env or {})},
+        environment = {**os.environ, "AP_MODEL_STORE": store, **(env or {})}
+        # Python keeps each module it compiles (__pycache__) unless told not to, as this project's machines tell it:
+        # the server then compiled the app's own ~100 modules at every start (60 ms of its first run), which a
+        # learner's Python does once. The server runs as theirs does.
+        environment.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.proc = subprocess.Popen(command, cwd=ROOT, env=environment,
                                      stdout=self.log.open("w"), stderr=subprocess.STDOUT,
                                      preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         deadline = time.monotonic() + 120
