@@ -98,7 +98,7 @@ VISIT_JS = """async (name) => {
 
 
 # Before the page's own scripts: the wall-clock time (ms since the epoch) of the first frame after the first chart
-# appears, painted; Playwright hears of the chart 0.05-0.15 s later (the page's main thread is still busy).
+# appears, painted; Playwright hears of the chart 0.05-0.25 s later (the page's main thread is still busy).
 PAINTED_JS = """(() => {
   const watch = new MutationObserver(() => {
     if (!document.querySelector('%s')) return;

@@ -114,7 +114,6 @@ def warm_up() -> None:
             _turns.notify_all()
     load([*page_modules(), *LATER])
     warm_errors()
-    runtime.collect_frozen()  # the first run's garbage; what is alive now, these imports too, stays out of collections
 
 
 def warm_errors() -> None:
@@ -133,3 +132,5 @@ def _warm_quietly() -> None:
         warm_up()
     except Exception:  # noqa: BLE001 - a failure here shows again, with its message, on the page that meets it
         pass
+    finally:  # the first run's garbage, whether the warm-up got through or not; what is alive now stays frozen
+        runtime.collect_frozen()
