@@ -16,14 +16,16 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   first round. Target <= 400 ms median.
   step_click_ms   from a click on the decode page's Next button to the step player's charts showing the new
                   step, painted (serving.PLAYER_STEP_JS), on the shipped `reverse` model. Target <= 150 ms
-                  median. Beside it, the click to the end of the script run the move causes (the player tells
-                  the server after it has drawn the step), and that run's server time.
+                  median, and split by whether the charts had drawn the step ahead (in idle time) or drew it on
+                  the click; then --jumps clicks on Last in new decodes (a step never drawn ahead). Beside it, the
+                  click to the end of the script run the move causes (the player tells the server after it has
+                  shown the step), and that run's server time.
 Other processes slow every figure; the machine (timing.machine(): CPU, capability, load) is printed with them.
 `--cpu avx2` caps the server's kernels to AVX2 (a laptop without AVX-512 or native bfloat16); `--throttle 2.5` slows
 the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
-    python benchmarks/click_latency.py [--clicks 30] [--rounds 3] [--starts 5] [--peer warm|preload|gc] [--cpu avx2]
-                                       [--throttle 2.5] [--cold-only]
+    python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--peer warm|preload|gc]
+                                       [--cpu avx2] [--throttle 2.5] [--cold-only]
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 use_cpu_kind()
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, click_next, load_average, percentiles, wait_idle,
+    CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, chromium_missing, click_next, load_average, percentiles,
+    wait_idle,
 )
 
 from ui.catalog import PAGES  # noqa: E402  (no torch)
@@ -52,6 +55,12 @@ TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400,
 # what the peer server leaves out
 PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE"}
 CHART = ".js-plotly-plot .main-svg"
+INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
+# Sources for the jumps, each of a length of its own (a new decode each, none the page's default)
+# The player's charts have dropped the graphs they had (a new decode) and drawn its first step
+NEW_DECODE_JS = """() => window.__apOldGraphs.every(g => !g.isConnected) &&
+  [...document.querySelectorAll('[data-ap-chart]')].every(c => c.dataset.apStep === '1')"""
+JUMP_WORDS = tuple("abcdefghijklmnop"[i:i + n] for i, n in enumerate(range(16, 4, -1)))
 # The pages that hold a chart, in the order the sidebar is walked from the decode page (link text, path).
 ROUND = (("All attention heads", "attention"), ("Masks", "masks"), ("Positional encoding", "positions"),
          ("Home", ""), ("Step-by-step decoding", "decode"))
@@ -175,16 +184,17 @@ def page_switches(page, rounds: int) -> dict:
     return {"first_round": percentiles(cold), "warm": percentiles(warm)}
 
 
-def step_clicks(page, server: AppServer, clicks: int) -> dict:
-    """Next on the decode page `clicks` times (serving.click_next); in-page ms, and the server's run of each."""
+def step_clicks(page, server: AppServer, clicks: int, jumps: int) -> dict:
+    """Next on the decode page `clicks` times (serving.click_next), then `jumps` clicks on Last, each in a new
+    decode (a step no chart has drawn ahead); in-page ms, and the server's run of each Next."""
     page.goto(f"{server.url}/decode")
     wait_idle(page)
     page.wait_for_selector(CHART)
-    times, heard, runs, unpainted = [], [], [], 0
+    times, heard, runs, unpainted = {True: [], False: []}, [], [], 0
     for _ in range(clicks):
         result = click_next(page)
         if result["repainted"]:
-            times.append(result["ms"])
+            times[result["drawn_ahead"]].append(result["ms"])
         else:
             unpainted += 1
         if result["heard_ms"] is not None:
@@ -192,14 +202,35 @@ def step_clicks(page, server: AppServer, clicks: int) -> dict:
         last = server.script_runs()[-1]  # the timed click's run (click_next waits until it is over)
         if last["fragment"]:
             runs.append(last["ms"])
-    return {"browser": percentiles(times), "not_repainted": unpainted, "click_to_server_run_over": percentiles(heard),
-            "server_fragment_run": percentiles(runs)}
+    jumped = []
+    for word in JUMP_WORDS[:jumps]:
+        page.evaluate("() => { window.__apOldGraphs = [...document.querySelectorAll('[data-ap-chart] > *')]; }")
+        page.locator(INPUT).fill(word)
+        page.keyboard.press("Enter")
+        page.wait_for_function(NEW_DECODE_JS)
+        wait_idle(page)
+        result = page.evaluate(PLAYER_STEP_JS, "last")
+        if result["repainted"] and not result["drawn_ahead"]:
+            jumped.append(result["ms"])
+        wait_idle(page)
+    return {"browser": percentiles(times[True] + times[False]), "browser_drawn_ahead": percentiles(times[True]),
+            "browser_drawn_on_click": percentiles(times[False]), "not_repainted": unpainted,
+            "jump_to_last_drawn_on_click": percentiles(jumped),
+            "click_to_server_run_over": percentiles(heard), "server_fragment_run": percentiles(runs)}
+
+
+def rounds(text: str) -> int:
+    """--rounds: at least two (the first round only fills the caches)."""
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError("at least 2: the first round fills the caches, the others are timed")
+    return int(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jumps", type=int, default=8, help="timed jumps to a step not drawn ahead")
+    parser.add_argument("--rounds", type=rounds, default=3, help="sidebar rounds (the first fills the caches)")
     parser.add_argument("--starts", type=int, default=5, help="cold starts, each on a new server")
     parser.add_argument("--peer", choices=tuple(PEERS), default="warm", help="what the peer's server leaves out")
     parser.add_argument("--cold-only", action="store_true", help="cold starts and first visits only")
@@ -235,7 +266,7 @@ def main() -> None:
                 return finish(out, args.cpu)
             page.goto(server.url)
             wait_idle(page)
-            out["step_click_ms"] = step_clicks(page, server, args.clicks)
+            out["step_click_ms"] = step_clicks(page, server, args.clicks, args.jumps)
             out["page_switch_ms"] = page_switches(page, args.rounds)
             out["server_tracebacks"] = server.tracebacks()
         finally:

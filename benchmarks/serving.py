@@ -27,16 +27,24 @@ IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
 LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
 # In-page: click the decode page's step player's `name` button (first, prev, next, last), then wait until every
-# chart of the player shows the new step (ui/step_player.js stamps data-ap-step once plotly.js has drawn it; the
-# charts are redrawn in place, not replaced) and one more animation frame has run (the paint), checked every frame;
-# then until the script run the move causes (the player tells the server afterwards) has ended. Milliseconds
-# from the click: `ms` to the charts painted, `heard_ms` to the server's run over. When the button is disabled
-# nothing is clicked and `disabled` is true; when the charts are not all drawn within 30 s, `repainted` is false.
+# chart of the player shows the new step (ui/step_player.js stamps data-ap-step once the step's graph is drawn and
+# shown; the chart elements stay, not replaced) and one more animation frame has run (the paint), checked every frame;
+# then until the script run the move causes (the player tells the server afterwards) has ended: the app's script
+# state seen to run and stop, or, where React folded both into one render (a browser busy drawing a chart ahead
+# keeps it from rendering the run's start), the address bar holding the step the run writes, the app idle. Milliseconds
+# from the click: `ms` to the charts painted, `heard_ms` to the server's run over; `drawn_ahead`: whether every
+# chart had drawn the new step before the click (in idle time: the click only swapped graphs). When the button is
+# disabled nothing is clicked and `disabled` is true; when the charts are not all drawn within 30 s, `repainted` is
+# false.
 PLAYER_STEP_JS = """async (name) => {
   const app = document.querySelector('[data-testid=stApp]');
   const player = document.querySelector('[data-ap-player]');
   const button = player && player.querySelector(`button[data-go=${name}]`);
   if (!button || button.disabled) return {ms: null, heard_ms: null, repainted: false, disabled: true};
+  const now = Number(player.dataset.step), steps = Number(player.querySelector('input').max);
+  const goal = {first: 1, prev: now - 1, next: now + 1, last: steps}[name];
+  const ahead = [...document.querySelectorAll('[data-ap-chart]')].every(
+    c => c.querySelector(`:scope > [data-step='${goal}']`));
   let ran = false, done = null;
   const watch = new MutationObserver(records => {  // a run may start and end before the observer is called
     const state = app.getAttribute('data-test-script-state');
@@ -57,11 +65,13 @@ PLAYER_STEP_JS = """async (name) => {
     } else {
       await frame();
     }
+    if (done === null && app.getAttribute('data-test-script-state') === 'notRunning' &&
+        new URLSearchParams(location.search).get('step') === target) done = performance.now();
     if (painted !== null && done !== null) break;
   }
   watch.disconnect();
   return {ms: painted === null ? null : painted - t0, heard_ms: done === null ? null : done - t0,
-          repainted: painted !== null, disabled: false};
+          repainted: painted !== null, disabled: false, drawn_ahead: ahead};
 }"""
 
 

@@ -2,8 +2,8 @@
 //   "player": the step controls, the token strips and the step's sentence; it owns the step, redraws its
 //             charts at once on a click or a key, then tells the server (the trigger "step", 1-based: an
 //             event, so a move to the step the server last heard of still reaches it).
-//   "chart":  one plotly chart with a figure for every step, redrawn in place (Plotly.react) when its player
-//             moves; the toolbar camera saves the step shown.
+//   "chart":  one plotly chart with a figure for every step: it shows its player's step, keeping the steps it
+//             has drawn and drawing the neighbours in idle time; the toolbar camera saves the step shown.
 // Players and charts meet on a channel; `version` names the decode they show, so a chart never draws a step
 // of another decode. Streamlit calls this function again whenever the element's data arrives anew (every
 // script run): state lives on the parent element, and the same data changes nothing. Streamlit may also call
@@ -167,6 +167,13 @@ function strip(label, chips) {
 }
 
 // ---------------------------------------------------------------- chart
+// A chart keeps the steps it has drawn, one plotly graph each (at most KEEP), shows its player's step and parks the
+// others (display: none); whenever the browser is idle it draws the steps next to the one shown, offstage. A step
+// click then swaps graphs: plotly.js replots a chart from scratch whenever its data change (Plotly.react included),
+// ~50 ms a chart on a slow laptop, and a click no longer waits for that.
+
+const KEEP = 16;  // graphs a chart keeps: the steps farthest from the one shown go first
+const STAGE = "position: fixed; left: -100000px; top: 0; visibility: hidden;";  // where idle-time drawing happens
 
 function chart({ data, parentElement }, state) {
   if (!state.div) {
@@ -174,37 +181,40 @@ function chart({ data, parentElement }, state) {
     state.div.className = "ap-chart";
     state.div.dataset.apChart = data.kind;
     parentElement.appendChild(state.div);
+    state.graphs = new Map();  // step -> its graph
     state.follow = (event) => {
       if (!state.div.isConnected) return stop(state);
       const { channel, version, step } = event.detail;
       if (channel === state.data.channel && version === state.data.version) draw(state, step);
     };
     window.addEventListener(EVENT, state.follow);
-    state.resize = new ResizeObserver(() => {
-      if (state.drawn !== undefined && window.Plotly) window.Plotly.Plots.resize(state.div);
-    });
+    state.resize = new ResizeObserver(() => fit(state.graphs.get(state.drawn), state));
     state.resize.observe(parentElement);
   }
-  if (state.figuresId !== data.figures_id) {  // new figures or toolbar: draw them anew
-    state.figuresId = data.figures_id;
-    state.drawn = undefined;
-  }
+  if (state.figuresId !== data.figures_id) forget(state);  // new figures or toolbar: draw them anew
+  state.figuresId = data.figures_id;
   state.data = data;
   const shown = SHOWN[data.channel];
   if (shown && shown.version === data.version) draw(state, shown.step);
   return () => { if (!state.div.isConnected) stop(state); };
 }
 
+function forget(state) {
+  state.cancelIdle?.();
+  for (const graph of state.graphs.values()) { window.Plotly?.purge(graph); graph.remove(); }
+  state.graphs.clear();
+  state.drawn = undefined;
+}
+
 function stop(state) {
   window.removeEventListener(EVENT, state.follow);
   state.resize.disconnect();
-  if (window.Plotly) window.Plotly.purge(state.div);
+  forget(state);
 }
 
 function draw(state, step) {
   if (state.drawn === step) return;
-  const Plotly = window.Plotly;
-  if (!Plotly) {  // the chart code is still loading (ui/preload.py asked for it): try again shortly
+  if (!window.Plotly) {  // the chart code is still loading (ui/preload.py asked for it): try again shortly
     clearTimeout(state.retry);
     state.waited = (state.waited ?? 0) + 1;
     if (state.waited === 200) state.div.textContent = state.data.waiting;
@@ -215,23 +225,94 @@ function draw(state, step) {
     state.div.textContent = "";
     state.waited = 0;
   }
-  const { data } = state;
-  const figure = data.figures[step];
-  const layout = { ...figure.layout, template: data.template, autosize: true };
-  if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` };  // as Streamlit sets them
-  delete layout.width;  // the column's width, as st.plotly_chart's width="stretch"
-  const first = state.drawn === undefined;
+  const before = state.graphs.get(state.drawn);
   state.drawn = step;
   state.div.dataset.apStep = "";
-  if (first) state.config = toolbar(state);
-  const paint = first ? Plotly.newPlot(state.div, figure.data, layout, state.config)
-                      : Plotly.react(state.div, figure.data, layout, state.config);
-  paint.then(() => { if (state.drawn === step) state.div.dataset.apStep = String(step + 1); });
+  let graph = state.graphs.get(step);
+  if (graph) {
+    if (graph.parentElement !== state.div) state.div.appendChild(graph);  // still offstage: it finishes in place
+    reveal(graph);
+  } else {
+    graph = plot(state, step, state.div);
+  }
+  if (before) park(before);
+  fit(graph, state);
+  graph.drawn.then(() => { if (state.drawn === step) state.div.dataset.apStep = String(step + 1); });
+  keep(state);
+  drawNearby(state);
 }
 
-function toolbar(state) {
-  // The camera saves the step shown under its own file name: one button of ours instead of plotly's, so
-  // the config (whose change would make Plotly.react draw the chart from scratch) stays the same.
+function plot(state, step, where) {
+  // A new graph of `step` in `where`: the chart itself (shown) or the stage (hidden, as wide as the chart)
+  const figure = state.data.figures[step];
+  const layout = { ...figure.layout, template: state.data.template, autosize: true };
+  if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` };  // as Streamlit sets them
+  delete layout.width;  // the column's width, as st.plotly_chart's width="stretch"
+  const graph = document.createElement("div");
+  graph.className = "ap-graph";
+  graph.dataset.step = String(step + 1);
+  if (where === state.div) graph.dataset.shown = "";
+  where.appendChild(graph);
+  state.graphs.set(step, graph);
+  graph.drawn = window.Plotly.newPlot(graph, figure.data, layout, toolbar(state, step));
+  return graph;
+}
+
+function reveal(graph) {
+  delete graph.dataset.parked;
+  graph.dataset.shown = "";
+}
+
+function park(graph) {
+  delete graph.dataset.shown;
+  graph.dataset.parked = "";
+}
+
+function fit(graph, state) {
+  // a graph drawn or parked at another width than the chart's now is resized once shown
+  if (graph?._fullLayout && graph.dataset.shown !== undefined &&
+      Math.abs(graph._fullLayout.width - state.div.clientWidth) > 1) window.Plotly.Plots.resize(graph);
+}
+
+function keep(state) {
+  // drop the graphs farthest from the step shown beyond KEEP
+  const far = [...state.graphs.keys()].sort((a, b) => Math.abs(b - state.drawn) - Math.abs(a - state.drawn));
+  for (const step of far.slice(0, Math.max(0, state.graphs.size - KEEP))) {
+    const graph = state.graphs.get(step);
+    window.Plotly.purge(graph);
+    graph.remove();
+    state.graphs.delete(step);
+  }
+}
+
+function drawNearby(state) {
+  // the next step, then the one before, one graph per idle moment (a click or key is never kept waiting)
+  state.cancelIdle?.();
+  const wanted = [state.drawn + 1, state.drawn - 1].filter(
+    (step) => step >= 0 && step < state.data.figures.length && !state.graphs.has(step));
+  if (!wanted.length) return;
+  const idle = window.requestIdleCallback ?? ((then) => setTimeout(then, 100));
+  const cancel = window.cancelIdleCallback ?? clearTimeout;
+  const handle = idle(() => {
+    state.cancelIdle = null;
+    if (!state.div.isConnected || !state.div.clientWidth) return;  // gone, or hidden (nothing to size it by)
+    const stage = document.createElement("div");
+    stage.style.cssText = `${STAGE} width: ${state.div.clientWidth}px;`;
+    document.body.appendChild(stage);
+    const step = wanted[0];
+    const graph = plot(state, step, stage);
+    graph.drawn.finally(() => {
+      const kept = state.graphs.get(step) === graph;  // not forgotten meanwhile (new figures)
+      if (kept && graph.parentElement === stage) { park(graph); state.div.appendChild(graph); }
+      stage.remove();
+      if (kept) { keep(state); drawNearby(state); }
+    });
+  });
+  state.cancelIdle = () => cancel(handle);
+}
+
+function toolbar(state, step) {
+  // The camera saves the step's graph under its own file name: one button of ours instead of plotly's.
   const { format, scale } = state.data.config;
   return {
     displaylogo: false, responsive: true,
@@ -239,7 +320,7 @@ function toolbar(state) {
     modeBarButtonsToAdd: [{
       name: "download", title: `Download plot as a ${format}`, icon: window.Plotly.Icons.camera,
       click: (gd) => window.Plotly.downloadImage(gd, {
-        format, scale, filename: state.data.filenames[state.drawn],
+        format, scale, filename: state.data.filenames[step],
         width: gd._fullLayout.width, height: gd._fullLayout.height,
       }),
     }],

@@ -1,6 +1,7 @@
 """Stepping through a decode in the browser: every step's charts reach the page once per decode, and a step
-click or key redraws them in place at once (Plotly.react, no script run first); the server hears of the new
-step afterwards, and its run updates only what it draws itself (the force panel, the numbers as CSV, the URL).
+click or key shows the new step's charts at once (drawn beforehand in idle time, or then; no script run first);
+the server hears of the new step afterwards, and its run updates only what it draws itself (the force panel, the
+numbers as CSV, the URL).
 
 A player (step buttons, slider, arrow keys, the token strips and the step's sentence) and the charts that follow
 it meet on a channel; `version` names the decode they show. Both are one st.components.v2 component whose

@@ -13,7 +13,8 @@ from transformer.store.checkpoints import load_bundle
 
 pytestmark = [pytest.mark.browser, needs_reverse]
 
-CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(el => ({
+# The charts on screen (a step player's chart keeps the graphs of other steps too, hidden)
+CHARTS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.checkVisibility()).map(el => ({
     title: el.querySelector('.gtitle').textContent, types: el.data.map(d => d.type),
     rows: el.data[0].y ? el.data[0].y.length : 0}))"""
 
@@ -67,7 +68,7 @@ def test_decode_url_first_step_twice_heatmaps_and_toolbar_export(fresh_server, p
 
     cross = pg.locator("[data-ap-chart=cross]")
     cross.hover()
-    button = cross.locator(".modebar-btn[data-title*='Download']")
+    button = cross.locator("[data-shown] .modebar-btn[data-title*='Download']")
     with pg.expect_download() as info:
         button.click()
     download = info.value

@@ -12,9 +12,9 @@ pytestmark = [pytest.mark.browser, needs_reverse]
 
 PLAYER = "[data-ap-player]"
 KINDS = ("topk", "cross", "decoder_self")
-# Every chart of the player: its element (to see it is the same one), the step it shows, its title
+# Every chart of the player: the step it shows, the title of the graph shown
 CHARTS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-ap-chart]')].map(el => [el.dataset.apChart,
-    {step: el.dataset.apStep, title: el.querySelector('.gtitle') ? el.querySelector('.gtitle').textContent : null}]))"""
+    {step: el.dataset.apStep, title: el.querySelector('[data-shown] .gtitle')?.textContent ?? null}]))"""
 
 
 def open_decode(pg, url: str) -> None:
@@ -107,6 +107,57 @@ def test_arrow_keys_step_and_a_burst_ends_where_it_ended(fresh_server, page):
     assert shown(pg) == 2 and url_step(pg) == "2"
 
 
+KEEP = 16  # graphs a chart keeps (ui/step_player.js)
+# Per chart: the graphs it keeps, each with its step, whether it is on screen, its title
+GRAPHS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-ap-chart]')].map(el => [el.dataset.apChart,
+    [...el.querySelectorAll(':scope > .ap-graph')].map(g => ({step: Number(g.dataset.step),
+        visible: g.checkVisibility(), title: g.querySelector('.gtitle')?.textContent ?? null}))]))"""
+DRAWN_AHEAD_JS = """(step) => [...document.querySelectorAll('[data-ap-chart]')].every(
+    c => c.querySelector(`:scope > [data-step='${step}'][data-parked]`))"""
+
+
+def test_a_chart_draws_the_next_step_ahead_and_keeps_what_it_drew(fresh_server, page):
+    """While the page is idle each chart draws the next step, hidden, so a click only swaps graphs: the very graphs
+    drawn ahead are the ones shown, with their step's title, one on screen per chart. A step drawn once is kept
+    (at most KEEP a chart, the farthest from the step shown go first); a new decode drops them all."""
+    pg = page
+    open_decode(pg, fresh_server.url)
+    pg.wait_for_function(DRAWN_AHEAD_JS, arg=2)
+    pg.evaluate("() => { window.__kept = [1, 2].map(s => [...document.querySelectorAll(`[data-ap-chart] > "
+                "[data-step='${s}']`)]); }")
+    assert all(sorted(g["step"] for g in kept) == [1, 2] for kept in pg.evaluate(GRAPHS_JS).values())
+    pg.locator(f"{PLAYER} button[data-go=next]").click()
+    drawn_at(pg, 2)
+    assert pg.evaluate("() => window.__kept[1].every(g => g.checkVisibility()) && "
+                       "window.__kept[0].every(g => g.isConnected && !g.checkVisibility())")
+    for kind, kept in pg.evaluate(GRAPHS_JS).items():
+        on_screen = [g for g in kept if g["visible"]]
+        assert len(on_screen) == 1 and on_screen[0]["step"] == 2, (kind, kept)
+        assert on_screen[0]["title"].endswith("step 2"), (kind, kept)
+    pg.wait_for_function(DRAWN_AHEAD_JS, arg=3)
+    pg.locator(f"{PLAYER} button[data-go=prev]").click()
+    drawn_at(pg, 1)
+    assert pg.evaluate("() => window.__kept[0].every(g => g.checkVisibility())")  # step 1's own graphs again
+    heard(pg, 1)
+
+    # a decode of 17 steps, walked from its last step to its first: one graph too many, the last step's goes
+    pg.locator(".st-key-shared_input_widget input").fill("abcdefghijklmnop")
+    pg.keyboard.press("Enter")
+    pg.wait_for_function(f"() => Number(document.querySelector('{PLAYER} input').max) === {KEEP + 1}")
+    pg.wait_for_function("() => window.__kept.flat().every(g => !g.isConnected)")  # the old decode's are gone
+    drawn_at(pg, 1)
+    pg.locator(f"{PLAYER} button[data-go=last]").click()
+    for step in range(KEEP + 1, 0, -1):
+        drawn_at(pg, step)
+        if step > 1:
+            pg.locator(f"{PLAYER} button[data-go=prev]").click()
+    heard(pg, 1)
+    pg.wait_for_timeout(300)
+    for kind, kept in pg.evaluate(GRAPHS_JS).items():
+        assert sorted(g["step"] for g in kept) == list(range(1, KEEP + 1)), kind
+        assert [g["step"] for g in kept if g["visible"]] == [1], kind
+
+
 def test_the_player_charts_look_like_the_apps_other_charts(fresh_server, page):
     """The top-k bars (the player's) and the sampling bars below (st.plotly_chart, in Streamlit's theme): the
     same fonts and colours where both charts set none of their own."""
@@ -122,15 +173,16 @@ def test_the_player_charts_look_like_the_apps_other_charts(fresh_server, page):
         axis_title: [L.xaxis.title.font.color, L.xaxis.title.font.size],
         hover: [L.hoverlabel.bgcolor, font(L.hoverlabel.font.family), L.hoverlabel.font.color],
         background: [L.paper_bgcolor, L.plot_bgcolor], pad: L.margin.pad}; };
-      return {player: read(document.querySelector('[data-ap-chart=topk]')),
+      return {player: read(document.querySelector('[data-ap-chart=topk] > [data-shown]')),
               streamlit: read(document.querySelector('.st-key-decode_chart_sampling .js-plotly-plot'))}; }""")
     assert look["player"] == look["streamlit"]
 
 
 
 # Each of the player's heatmaps: its category axes' token count and the tick labels plotly.js drew for them
-LABELS_JS = """() => [...document.querySelectorAll('[data-ap-chart]')].filter(el => el.data[0].type === 'heatmap')
-  .map(el => ({chart: el.dataset.apChart, axes: ['x', 'y'].map(ax => el._fullLayout[ax + 'axis'])
+LABELS_JS = """() => [...document.querySelectorAll('[data-ap-chart] > [data-shown]')]
+  .filter(el => el.data[0].type === 'heatmap')
+  .map(el => ({chart: el.parentElement.dataset.apChart, axes: ['x', 'y'].map(ax => el._fullLayout[ax + 'axis'])
     .filter(a => a.type === 'category').map(a => [a._categories.length,
       el.querySelectorAll('.' + a._id + 'tick text').length])}))"""
 
