@@ -57,8 +57,10 @@ PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP
 CHART = ".js-plotly-plot .main-svg"
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
 # Sources for the jumps, each of a length of its own (a new decode each, none the page's default)
-# The player's charts have dropped the graphs they had (a new decode) and drawn its first step
-NEW_DECODE_JS = """() => window.__apOldGraphs.every(g => !g.isConnected) &&
+# The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
+# player's charts have drawn its first step
+NEW_DECODE_JS = """(word) => new URLSearchParams(location.search).get('input') === word &&
+  document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning' &&
   [...document.querySelectorAll('[data-ap-chart]')].every(c => c.dataset.apStep === '1')"""
 JUMP_WORDS = tuple("abcdefghijklmnop"[i:i + n] for i, n in enumerate(range(16, 4, -1)))
 # The pages that hold a chart, in the order the sidebar is walked from the decode page (link text, path).
@@ -204,10 +206,9 @@ def step_clicks(page, server: AppServer, clicks: int, jumps: int) -> dict:
             runs.append(last["ms"])
     jumped = []
     for word in JUMP_WORDS[:jumps]:
-        page.evaluate("() => { window.__apOldGraphs = [...document.querySelectorAll('[data-ap-chart] > *')]; }")
         page.locator(INPUT).fill(word)
         page.keyboard.press("Enter")
-        page.wait_for_function(NEW_DECODE_JS)
+        page.wait_for_function(NEW_DECODE_JS, arg=word)
         wait_idle(page)
         result = page.evaluate(PLAYER_STEP_JS, "last")
         if result["repainted"] and not result["drawn_ahead"]:

@@ -204,6 +204,7 @@ function forget(state) {
   for (const graph of state.graphs.values()) { window.Plotly?.purge(graph); graph.remove(); }
   state.graphs.clear();
   state.drawn = undefined;
+  state.config = null;
 }
 
 function stop(state) {
@@ -232,29 +233,47 @@ function draw(state, step) {
   if (graph) {
     if (graph.parentElement !== state.div) state.div.appendChild(graph);  // still offstage: it finishes in place
     reveal(graph);
+  } else if (before) {
+    graph = redraw(state, before, step);
   } else {
     graph = plot(state, step, state.div);
   }
-  if (before) park(before);
+  if (before && before !== graph) park(before);
   fit(graph, state);
   graph.drawn.then(() => { if (state.drawn === step) state.div.dataset.apStep = String(step + 1); });
   keep(state);
   drawNearby(state);
 }
 
+function figure(state, step) {
+  // step's figure as plotly.js draws it here: the app's chart look, the column's width
+  const { data, layout } = state.data.figures[step];
+  const look = { ...layout, template: state.data.template, autosize: true };
+  if (look.title?.text) look.title = { ...look.title, text: `<b>${look.title.text}</b>` };  // as Streamlit sets them
+  delete look.width;  // the column's width, as st.plotly_chart's width="stretch"
+  return [data, look];
+}
+
 function plot(state, step, where) {
   // A new graph of `step` in `where`: the chart itself (shown) or the stage (hidden, as wide as the chart)
-  const figure = state.data.figures[step];
-  const layout = { ...figure.layout, template: state.data.template, autosize: true };
-  if (layout.title?.text) layout.title = { ...layout.title, text: `<b>${layout.title.text}</b>` };  // as Streamlit sets them
-  delete layout.width;  // the column's width, as st.plotly_chart's width="stretch"
   const graph = document.createElement("div");
   graph.className = "ap-graph";
   graph.dataset.step = String(step + 1);
   if (where === state.div) graph.dataset.shown = "";
   where.appendChild(graph);
   state.graphs.set(step, graph);
-  graph.drawn = window.Plotly.newPlot(graph, figure.data, layout, toolbar(state, step));
+  state.config ??= toolbar(state);
+  graph.drawn = window.Plotly.newPlot(graph, ...figure(state, step), state.config);
+  return graph;
+}
+
+function redraw(state, graph, step) {
+  // The graph shown, drawn again for `step` (a step none drew ahead): Plotly.react into the same elements costs
+  // less than a new graph; the step it showed is no longer kept.
+  state.graphs.delete(Number(graph.dataset.step) - 1);
+  state.graphs.set(step, graph);
+  graph.dataset.step = String(step + 1);
+  graph.drawn = window.Plotly.react(graph, ...figure(state, step), state.config);
   return graph;
 }
 
@@ -311,8 +330,9 @@ function drawNearby(state) {
   state.cancelIdle = () => cancel(handle);
 }
 
-function toolbar(state, step) {
-  // The camera saves the step's graph under its own file name: one button of ours instead of plotly's.
+function toolbar(state) {
+  // The camera saves a graph under its step's file name: one button of ours instead of plotly's, the same config
+  // for every graph of the chart (Plotly.react would draw a graph from scratch for a new one).
   const { format, scale } = state.data.config;
   return {
     displaylogo: false, responsive: true,
@@ -320,7 +340,7 @@ function toolbar(state, step) {
     modeBarButtonsToAdd: [{
       name: "download", title: `Download plot as a ${format}`, icon: window.Plotly.Icons.camera,
       click: (gd) => window.Plotly.downloadImage(gd, {
-        format, scale, filename: state.data.filenames[step],
+        format, scale, filename: state.data.filenames[Number(gd.dataset.step) - 1],
         width: gd._fullLayout.width, height: gd._fullLayout.height,
       }),
     }],

@@ -119,7 +119,8 @@ DRAWN_AHEAD_JS = """(step) => [...document.querySelectorAll('[data-ap-chart]')].
 def test_a_chart_draws_the_next_step_ahead_and_keeps_what_it_drew(fresh_server, page):
     """While the page is idle each chart draws the next step, hidden, so a click only swaps graphs: the very graphs
     drawn ahead are the ones shown, with their step's title, one on screen per chart. A step drawn once is kept
-    (at most KEEP a chart, the farthest from the step shown go first); a new decode drops them all."""
+    (at most KEEP a chart, the farthest from the step shown go first); a step none drew ahead is drawn into the
+    graph shown; a new decode drops them all."""
     pg = page
     open_decode(pg, fresh_server.url)
     pg.wait_for_function(DRAWN_AHEAD_JS, arg=2)
@@ -140,22 +141,27 @@ def test_a_chart_draws_the_next_step_ahead_and_keeps_what_it_drew(fresh_server, 
     assert pg.evaluate("() => window.__kept[0].every(g => g.checkVisibility())")  # step 1's own graphs again
     heard(pg, 1)
 
-    # a decode of 17 steps, walked from its last step to its first: one graph too many, the last step's goes
+    # A decode of 17 steps. A jump to its last step, which no chart drew ahead: drawn on the click into the graph
+    # shown (the same element). Then a walk back to its first step, each step drawn ahead before its click: one
+    # graph too many, and the last step's, the farthest, goes.
     pg.locator(".st-key-shared_input_widget input").fill("abcdefghijklmnop")
     pg.keyboard.press("Enter")
     pg.wait_for_function(f"() => Number(document.querySelector('{PLAYER} input').max) === {KEEP + 1}")
     pg.wait_for_function("() => window.__kept.flat().every(g => !g.isConnected)")  # the old decode's are gone
     drawn_at(pg, 1)
+    pg.evaluate("() => { window.__first = [...document.querySelectorAll('[data-ap-chart] > [data-shown]')]; }")
     pg.locator(f"{PLAYER} button[data-go=last]").click()
-    for step in range(KEEP + 1, 0, -1):
-        drawn_at(pg, step)
-        if step > 1:
-            pg.locator(f"{PLAYER} button[data-go=prev]").click()
+    drawn_at(pg, KEEP + 1)
+    assert pg.evaluate(f"() => window.__first.every(g => g.dataset.step === '{KEEP + 1}' && g.checkVisibility())")
+    for step in range(KEEP + 1, 1, -1):
+        pg.wait_for_function(DRAWN_AHEAD_JS, arg=step - 1)
+        pg.locator(f"{PLAYER} button[data-go=prev]").click()
+        drawn_at(pg, step - 1)
     heard(pg, 1)
-    pg.wait_for_timeout(300)
     for kind, kept in pg.evaluate(GRAPHS_JS).items():
         assert sorted(g["step"] for g in kept) == list(range(1, KEEP + 1)), kind
         assert [g["step"] for g in kept if g["visible"]] == [1], kind
+        assert all(g["title"].endswith(f"step {g['step']}") for g in kept), kind  # each graph draws its own step
 
 
 def test_the_player_charts_look_like_the_apps_other_charts(fresh_server, page):
