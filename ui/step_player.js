@@ -170,7 +170,7 @@ function strip(label, chips) {
 // A chart keeps the steps it has drawn, one plotly graph each (at most KEEP), shows its player's step and parks the
 // others (display: none); whenever the browser is idle it draws the steps next to the one shown, offstage. A step
 // click then swaps graphs: plotly.js replots a chart from scratch whenever its data change (Plotly.react included),
-// ~50 ms a chart on a slow laptop, and a click no longer waits for that.
+// ~45 ms a chart in a browser slowed 2.5x (docs/MEASUREMENTS.md), and a click no longer waits for that.
 
 const KEEP = 16;  // graphs a chart keeps: the steps farthest from the one shown go first
 const STAGE = "position: fixed; left: -100000px; top: 0; visibility: hidden;";  // where idle-time drawing happens
