@@ -56,12 +56,12 @@ TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400,
 PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE"}
 CHART = ".js-plotly-plot .main-svg"
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
-# Sources for the jumps, each of a length of its own (a new decode each, none the page's default)
 # The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
 # player's charts have drawn its first step
 NEW_DECODE_JS = """(word) => new URLSearchParams(location.search).get('input') === word &&
   document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning' &&
   [...document.querySelectorAll('[data-ap-chart]')].every(c => c.dataset.apStep === '1')"""
+# Sources for the jumps, each of a length of its own (a new decode each, none the page's default)
 JUMP_WORDS = tuple("abcdefghijklmnop"[i:i + n] for i, n in enumerate(range(16, 4, -1)))
 # The pages that hold a chart, in the order the sidebar is walked from the decode page (link text, path).
 ROUND = (("All attention heads", "attention"), ("Masks", "masks"), ("Positional encoding", "positions"),
