@@ -11,6 +11,9 @@ pid; its script runs are timed too, so the server's share shows beside each figu
   first_visit_ms  then, on that fresh server, each other page opened once through the sidebar: ms to its first
                   chart drawn (to the end of its script run where it has no chart). Target <= 1,000 ms each. The
                   peer's too, and the server CPU time of each visit's script run.
+  new_visitor_ms  then --visitors new browser pages (a student arriving at a running server, a new tab), each
+                  opening the home page: ms to its first chart. No target; the peer's too (--peer nodelay: the
+                  server's sockets left with Nagle's algorithm on, ui/runtime.tcp_nodelay).
   page_switch_ms  from a click on a sidebar link to the first chart drawn on the page it opens, round the
                   pages that hold charts (all heads, masks, positions, home, decode), warm caches after the
                   first round. Target <= 400 ms median.
@@ -24,8 +27,8 @@ Other processes slow every figure; the machine (timing.machine(): CPU, capabilit
 `--cpu avx2` caps the server's kernels to AVX2 (a laptop without AVX-512 or native bfloat16); `--throttle 2.5` slows
 the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
-    python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--peer warm|preload|gc]
-                                       [--cpu avx2] [--throttle 2.5] [--cold-only]
+    python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--visitors 3]
+                                       [--peer warm|preload|gc|nodelay] [--cpu avx2] [--throttle 2.5] [--cold-only]
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ from ui.catalog import PAGES  # noqa: E402  (no torch)
 
 TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400, "step_click_ms": 150}
 # what the peer server leaves out
-PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE"}
+PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE",
+         "nodelay": "AP_BENCH_NO_NODELAY"}
 CHART = ".js-plotly-plot .main-svg"
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
 # The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
@@ -131,9 +135,9 @@ def open_page(browser, throttle: float):
     return page
 
 
-def cold_start(browser, throttle: float, peer: str | None = None) -> dict:
+def cold_start(browser, throttle: float, visitors: int, peer: str | None = None) -> dict:
     """Launch a server (without what `peer` names) and, as soon as it answers, open the home page; ms until its
-    first chart is drawn. Then each other page's first visit."""
+    first chart is drawn. Then each other page's first visit, then `visitors` new visitors."""
     t0, t0_wall = time.perf_counter(), time.time()
     server = AppServer(timed=True, env={PEERS[peer]: "1"} if peer else None)
     try:
@@ -152,6 +156,7 @@ def cold_start(browser, throttle: float, peer: str | None = None) -> dict:
         wait_idle(page)
         out["first_visit_ms"], out["first_visit_server_cpu_ms"] = first_visits(page, server)
         page.close()
+        out["new_visitor_ms"] = [new_visitor(browser, throttle, server) for _ in range(visitors)]
         return out
     finally:
         server.stop()
@@ -171,6 +176,18 @@ def first_visits(page, server: AppServer) -> tuple[dict, dict]:
         runs = [run for run in server.script_runs()[before:] if not run["fragment"]]
         cpu[info.url_path] = round(runs[0]["cpu_ms"]) if runs else None
     return visits, cpu
+
+
+def new_visitor(browser, throttle: float, server: AppServer) -> float:
+    """A new browser page (new connections) opening the home page of a running server: ms to its first chart."""
+    page = open_page(browser, throttle)
+    start = time.perf_counter()
+    page.goto(server.url)
+    page.wait_for_selector(CHART, timeout=60_000)
+    ms = (time.perf_counter() - start) * 1000
+    wait_idle(page)
+    page.close()
+    return round(ms)
 
 
 def page_switches(page, rounds: int) -> dict:
@@ -233,6 +250,7 @@ def main() -> None:
     parser.add_argument("--jumps", type=int, default=8, help="timed jumps to a step not drawn ahead")
     parser.add_argument("--rounds", type=rounds, default=3, help="sidebar rounds (the first fills the caches)")
     parser.add_argument("--starts", type=int, default=5, help="cold starts, each on a new server")
+    parser.add_argument("--visitors", type=int, default=3, help="new visitors after each cold start's first visits")
     parser.add_argument("--peer", choices=tuple(PEERS), default="warm", help="what the peer's server leaves out")
     parser.add_argument("--cold-only", action="store_true", help="cold starts and first visits only")
     parser.add_argument("--throttle", type=float, default=1.0, help="slow the browser's pages this many times")
@@ -251,7 +269,7 @@ def main() -> None:
         starts = {None: [], args.peer: []}
         for _ in range(args.starts):  # in turn, so that other load hits both alike
             for peer in starts:
-                starts[peer].append(cold_start(browser, args.throttle, peer))
+                starts[peer].append(cold_start(browser, args.throttle, args.visitors, peer))
         for peer, name in ((None, "cold_start_ms"), (args.peer, f"cold_start_without_{args.peer}_ms")):
             out[name] = {"runs": starts[peer], "median": statistics.median(s["ms"] for s in starts[peer]),
                          "painted_median": statistics.median(s["painted_ms"] for s in starts[peer])}
@@ -260,6 +278,8 @@ def main() -> None:
                 visits = [s[name] for s in starts[peer]]
                 out[name + suffix] = {path: percentiles([v[path] for v in visits if v[path] is not None])
                                       for path in visits[0]}
+        for peer, suffix in ((None, ""), (args.peer, f"_without_{args.peer}")):
+            out["new_visitor_ms" + suffix] = percentiles([ms for s in starts[peer] for ms in s["new_visitor_ms"]])
         server = None if args.cold_only else AppServer(timed=True)
         try:
             page = open_page(browser, args.throttle) if server else None
