@@ -333,10 +333,10 @@ function drawNearby(state) {
 function toolbar(state) {
   // The camera saves a graph under its step's file name: one button of ours instead of plotly's, the same config
   // for every graph of the chart (Plotly.react would draw a graph from scratch for a new one).
-  const { format, scale } = state.data.config;
+  const { format, scale, left_out } = state.data.config;
   return {
     displaylogo: false, responsive: true,
-    modeBarButtonsToRemove: ["toImage"],
+    modeBarButtonsToRemove: ["toImage", ...left_out],
     modeBarButtonsToAdd: [{
       name: "download", title: `Download plot as a ${format}`, icon: window.Plotly.Icons.camera,
       click: (gd) => window.Plotly.downloadImage(gd, {

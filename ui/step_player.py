@@ -21,6 +21,7 @@ import plotly.io as pio
 from plotly.io.json import to_json_plotly
 import streamlit as st
 
+from transformer.charts.export import TOOLS_LEFT_OUT
 from transformer.i18n import t
 
 from .chart_look import STREAMLIT_LOOK
@@ -93,6 +94,7 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
     figures (or a new toolbar) are drawn anew. Its toolbar camera saves `filenames[step].fmt` at `scale`."""
     data = {"role": "chart", "channel": channel, "version": decode,
             "figures_id": version(decode, kind, look, fmt, scale),
-            "kind": kind, "figures": figures, "filenames": filenames, "config": {"format": fmt, "scale": scale},
+            "kind": kind, "figures": figures, "filenames": filenames,
+            "config": {"format": fmt, "scale": scale, "left_out": TOOLS_LEFT_OUT},
             "template": STREAMLIT_LOOK, "waiting": t("app.player.waiting")}
     _component(key=key, data=data)

@@ -32,6 +32,7 @@ def test_chart_config_sets_the_toolbar_download():
     config = export.chart_config("reverse_cross_L1H3", "svg", scale=3)
     assert config["toImageButtonOptions"] == {"format": "svg", "filename": "reverse_cross_L1H3", "scale": 3}
     assert config["displaylogo"] is False
+    assert set(config["modeBarButtonsToRemove"]) == {"select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d"}
     with pytest.raises(ValueError):
         export.chart_config("x", "gif")
 

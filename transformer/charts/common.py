@@ -80,6 +80,11 @@ def check_labels(labels: list[str], size: int, name: str) -> list[str]:
     return list(labels)
 
 
+# The toolbar plotly shows over a chart's top right corner on hover, on white: over a narrow chart's title its icons
+# stood among the title's letters.
+MODEBAR_BACKGROUND = "white"
+
+
 def figure_spec(traces: list, title: str, height: int, width: int | None = None, top: int = 64, left: int = 10,
                 right: int = 10, **layout) -> dict:
     """A figure's data and whole layout as plain dicts: the parts every chart shares (title pinned to the top
@@ -89,7 +94,7 @@ def figure_spec(traces: list, title: str, height: int, width: int | None = None,
         title=dict(text=title, x=0.01, xanchor="left", yref="container", y=1, yanchor="top",
                    pad=dict(t=14), font=dict(size=17)),
         font=FONT, height=int(height), **({"width": int(width)} if width else {}),
-        plot_bgcolor="white", paper_bgcolor="white",
+        plot_bgcolor="white", paper_bgcolor="white", modebar=dict(bgcolor=MODEBAR_BACKGROUND),
         margin=dict(l=left, r=right, t=top, b=12), hoverlabel=dict(font=dict(size=14)), **layout,
     )}
 

@@ -29,6 +29,9 @@ import plotly.io as pio
 from transformer.i18n import t
 
 FORMATS = ("png", "svg")
+# Toolbar buttons no chart shows: selection and lasso have nothing to act on, zoom in / zoom out / autoscale repeat a
+# drag and "reset axes". The shorter toolbar keeps clear of a narrow chart's title when it appears on hover.
+TOOLS_LEFT_OUT = ("select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d")
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 START_TIMEOUT_S, RENDER_TIMEOUT_S = 60.0, 30.0
 RENDER_TABS = 2  # kaleido tabs: one renders while another reloads (a 2-core laptop's worth)
@@ -52,12 +55,13 @@ def chart_filename(task: str, kind: str, layer: int | None = None, head: int | N
 
 
 def chart_config(filename_stem: str, fmt: str = "png", scale: float = 2) -> dict:
-    """`st.plotly_chart(config=...)`: the toolbar's camera button downloads `filename_stem.fmt`."""
+    """`st.plotly_chart(config=...)`: the toolbar's camera button downloads `filename_stem.fmt`; the toolbar holds
+    no button of TOOLS_LEFT_OUT."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     if not 0.5 <= scale <= 5:
         raise ValueError(f"scale must lie in 0.5..5, got {scale}")
-    return {"displaylogo": False,
+    return {"displaylogo": False, "modeBarButtonsToRemove": list(TOOLS_LEFT_OUT),
             "toImageButtonOptions": {"format": fmt, "filename": filename_stem, "scale": scale}}
 
 
