@@ -27,7 +27,6 @@ can see "finished" with "target reached" (confirmed on confirm_samples held-out 
 from __future__ import annotations
 
 import argparse
-import os
 import json
 import statistics
 import sys
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from serving import cpu_seconds  # noqa: E402
 from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 
 use_cpu_kind()
@@ -124,12 +124,6 @@ def watch(run: runs.Run, start: float, seen: dict, done: threading.Event) -> Non
             seen["ended"] = time.perf_counter() - start
             return
         time.sleep(0.02)
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_for_spare(timeout: float) -> bool:
