@@ -105,6 +105,9 @@ def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _
     box.fill("hello")
     box.press("Enter")
     settle(pg)
+    # a busy server may start the new decode's run after settle's pause: its player first, then the click
+    pg.wait_for_function("() => new URLSearchParams(location.search).get('input') === 'hello'")
+    wait_for_app(pg)
     click_and_wait(pg, "next")
     pg.locator(".st-key-decode_force_it button").click()  # force the runner-up token at this step
     settle(pg)
