@@ -31,16 +31,20 @@ def tcp_nodelay() -> int:
     the ~60 files of a new browser's frontend, six connections at a time (docs/MEASUREMENTS.md). Connections
     accepted later inherit the option from the listener. Where the process's files cannot be listed (no /dev/fd:
     Windows), nothing."""
-    sockets = []
     try:
-        for name in os.listdir("/dev/fd"):
+        names = os.listdir("/dev/fd")
+    except OSError:  # no /dev/fd
+        names = []
+    sockets = []
+    for name in names:
+        try:
             fd = os.dup(int(name))  # a socket object of its own on the same socket, closed below
-            try:
-                sockets.append(socket.socket(fileno=fd))
-            except OSError:  # not a socket
-                os.close(fd)
-    except OSError:  # no /dev/fd, or a file closed meanwhile
-        pass
+        except OSError:  # closed since the listing (the listing's own descriptor among them)
+            continue
+        try:
+            sockets.append(socket.socket(fileno=fd))
+        except OSError:  # not a socket
+            os.close(fd)
     try:
         tcp = [s for s in sockets if s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM]
         ports = {s.getsockname()[1] for s in tcp if s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)}

@@ -5,6 +5,7 @@ first run also turns Nagle's algorithm off on the server's listening sockets and
 from __future__ import annotations
 
 import gc
+import os
 import socket
 import sys
 import weakref
@@ -83,6 +84,19 @@ def test_the_first_run_turns_nagle_off_on_the_servers_sockets_and_no_others(fres
     assert nagle_off(later) and not nagle_off(later_client)
     for sock in (listener, client, served, later_client, later):
         sock.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no /dev/fd to find the server's sockets by")
+def test_a_descriptor_closed_since_the_listing_does_not_stop_the_others(monkeypatch):
+    listener = socket.socket(socket.AF_INET)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listed = os.listdir("/dev/fd")
+    closed = str(max(map(int, listed)) + 1000)  # no such descriptor: as the listing's own, closed once it is read
+    monkeypatch.setattr(runtime.os, "listdir", lambda path: [closed, *listed])
+    assert runtime.tcp_nodelay() >= 1
+    assert nagle_off(listener)
+    listener.close()
 
 
 def test_only_the_first_run_sets_sockets(fresh, monkeypatch):
