@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.browser import on_a_fresh_server, open_app_page, screenshot, settle
+from helpers.browser import on_a_fresh_server, open_app_page, screenshot, settle, wait_for_app
 from helpers.repo import needs_reverse
 
 from transformer.charts.export import image_export_available
@@ -59,6 +59,7 @@ def test_attention_page_paints_exports_and_its_link_restores_the_view_on_a_fresh
     pg.get_by_text("gives key").wait_for()
     assert "Query 00 <s> gives key 00" in pg.get_by_text("gives key").inner_text()
     pg.wait_for_function("() => location.search.includes('cell=0%2C0') || location.search.includes('cell=0,0')")
+    wait_for_app(pg)  # the address bar changes during the cell's run: a click before its end may meet a button redrawn
 
     images, _ = image_export_available()
     label, signature = ("Download all heads as PNG", b"\x89PNG") if images else ("Download all heads as HTML",
