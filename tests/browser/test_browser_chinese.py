@@ -84,6 +84,7 @@ def test_the_language_follows_the_pages_and_the_switch_keeps_the_view(fresh_serv
     assert query(page) == {"v": "1", "lang": "zh", "input": "abcd", "step": "2"}
     page.locator(".st-key-lang_widget").get_by_text("English", exact=True).click()
     settle(page)
+    page.get_by_role("heading", name="Step-by-step decoding").wait_for()  # a busy server may start the run late
     assert page.get_by_role("heading", name="Step-by-step decoding").is_visible()
     assert query(page) == {"v": "1", "input": "abcd", "step": "2"}  # the view kept; English is the default
     assert page.evaluate("document.documentElement.lang") == "en"
