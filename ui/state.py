@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from transformer.i18n import t
 
@@ -274,7 +275,29 @@ def changed(name: str, key: str | None = None) -> None:
 
 
 NOTES = "state_link_notes"  # session key: LinkNotes of the last link adopted
-WRITTEN = "state_written"  # session key: {page: the query parameters this session last wrote or adopted}
+# session key: {page: the query parameters this session wrote or adopted there, the last RECENT, newest last}
+WRITTEN = "state_written"
+RECENT = 8
+SHOWN = "state_shown"  # session key: the page of the session's last run
+
+
+def written(page: str) -> list[dict[str, str]]:
+    """The addresses this session last wrote or adopted on `page`, newest last."""
+    return st.session_state.setdefault(WRITTEN, {}).setdefault(page, [])
+
+
+def wrote(page: str, params: dict[str, str]) -> None:
+    """Remember `params` as the address of `page` now."""
+    recent = written(page)
+    if params in recent:
+        recent.remove(params)
+    recent.append(params)
+    del recent[:-RECENT]
+
+
+def history_navigation() -> bool:
+    """Whether this run was asked for by the browser's back or forward button."""
+    return bool(getattr(get_script_run_ctx(suppress_warning=True), "is_history_navigation", False))
 
 
 @dataclass
@@ -351,13 +374,18 @@ class View:
     # -- the link in
     def adopt_link(self) -> None:
         """Take the values of a link's query parameters when they are new to this session (a link just
-        opened, or typed into the address bar). Empty parameters (after moving between pages) keep the
-        session's state."""
-        params = address()
-        written = st.session_state.setdefault(WRITTEN, {})
-        if not params or params == written.get(self.table.page):
+        opened, or typed into the address bar; the browser's back and forward buttons). Empty parameters
+        (after moving between pages) keep the session's state, and so does an address this session wrote
+        on this page before, in a rerun of it: a browser asks for a run with the address it has, and one
+        that has not yet heard of the last run's (a click right after another, on a busy server or a slow
+        link) sends an older one back, which must not undo the last change; `sync_url` writes the newer."""
+        page = self.table.page
+        rerun = st.session_state.get(SHOWN) == page and not history_navigation()
+        st.session_state[SHOWN] = page
+        params, recent = address(), written(page)
+        if not params or [params] == recent[-1:] or rerun and params in recent:
             return
-        written[self.table.page] = params
+        wrote(page, params)
         adopted, notes = self._read(params)
         for prop in self.table.props:  # a link sets the whole view: what it does not name is the default
             if prop.url:
@@ -404,7 +432,7 @@ class View:
         self.reset(name)
         if name in st.query_params:
             del st.query_params[name]
-        st.session_state.setdefault(WRITTEN, {})[self.table.page] = address()
+        wrote(self.table.page, address())
 
     def note(self, text: str) -> None:
         """Add a note about the link being shown (e.g. the model it named is not on this server)."""
@@ -444,9 +472,9 @@ class View:
     def sync_url(self) -> None:
         """Write the view into the URL (call at the end of a run, and of a fragment that changes state)."""
         params = self.params()
-        if params != address():
+        if params != address() or [params] != written(self.table.page)[-1:]:  # the browser's may be behind
             st.query_params.from_dict(params)
-        st.session_state.setdefault(WRITTEN, {})[self.table.page] = params
+        wrote(self.table.page, params)
 
     def link(self, values: dict[str, Any] | None = None) -> str:
         """The full link to this view, or to it with `values` (as in `params`); relative when the browser's
