@@ -12,7 +12,7 @@ import pytest
 # repository's .model_store/; the app reads this when it is first imported.
 os.environ.setdefault("AP_MODEL_STORE", tempfile.mkdtemp(prefix="ap-test-store-"))
 
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, offline, require_chromium  # noqa: E402  (after the store is set)
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, count_runs, offline, require_chromium  # noqa: E402  (after the store is set)
 from helpers.repo import REVERSE, ROOT  # noqa: E402
 
 SUITES = ("unit", "app", "browser")  # the folders, and the markers pyproject.toml declares: `-m "not browser"` skips
@@ -119,6 +119,7 @@ def page(_browser):
     page every browser test opens, in both languages and at every size, is checked for it."""
     context = _browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
     asked = offline(context)
+    count_runs(context)
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     yield pg

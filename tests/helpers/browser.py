@@ -114,6 +114,23 @@ def require_chromium():
 
 
 SCRIPT_IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"  # no script run under way
+# Before a page's own scripts (`count_runs`): count the script runs the page sees start (Streamlit marks its app
+# element data-test-script-state="running"), so that `settle` waits for the run a click causes however late a busy
+# machine's server starts it (a fixed pause of 300 ms let three tests read the page before it, in one CI run).
+RUNS_JS = """(() => {
+  window.apRuns = 0;
+  new MutationObserver((changes) => {
+    if (changes.some(c => c.target.getAttribute('data-test-script-state') === 'running')) window.apRuns += 1;
+  }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+})();"""
+# A run has started since the app was last found idle (or the page counts no runs)
+RUN_STARTED_JS = "() => window.apRuns === undefined || window.apRuns > (window.apIdleAt ?? 0)"
+RUN_START_MS = 2000  # after which `settle` takes it that the click causes no run
+
+
+def count_runs(context) -> None:
+    """Have every page of `context` count its script runs, for `settle`."""
+    context.add_init_script(RUNS_JS)
 
 
 def wait_for_app(pg, timeout: float = 60_000) -> None:
@@ -121,11 +138,17 @@ def wait_for_app(pg, timeout: float = 60_000) -> None:
     pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
     pg.wait_for_timeout(300)
     pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
+    pg.evaluate("() => { window.apIdleAt = window.apRuns; }")
 
 
 def settle(pg, pause_ms: int = 300, timeout: float = 60_000) -> None:
-    """After a click: give the browser `pause_ms` to send it and start the run, then wait for the app."""
+    """After a click: give the browser `pause_ms` to send it, wait for the run it causes to start (on a page that
+    counts runs; up to RUN_START_MS, for a click that causes none), then for the app."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     pg.wait_for_timeout(pause_ms)
+    with contextlib.suppress(PlaywrightTimeout):
+        pg.wait_for_function(RUN_STARTED_JS, timeout=RUN_START_MS)
     wait_for_app(pg, timeout)
 
 
@@ -176,6 +199,7 @@ def on_a_fresh_server(browser, link: str, made_on: str):
     server, where nothing of the first session exists; yields the page once the app has run."""
     other = Server()
     context = browser.new_context(viewport={"width": 1400, "height": 900})
+    count_runs(context)
     try:
         fresh = context.new_page()
         fresh.set_default_timeout(30_000)
