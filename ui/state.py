@@ -277,7 +277,7 @@ def changed(name: str, key: str | None = None) -> None:
 NOTES = "state_link_notes"  # session key: LinkNotes of the last link adopted
 # session key: {page: the query parameters this session wrote or adopted there, the last RECENT, newest last}
 WRITTEN = "state_written"
-RECENT = 8
+RECENT = 32  # a browser this many runs behind (quick clicks on a slow link) is not taken for a link
 SHOWN = "state_shown"  # session key: the page of the session's last run
 
 
