@@ -14,18 +14,23 @@ Page views and the warm-up take turns over pandas (`page_view`): two threads may
 and a page view's first figure met a half-imported pandas (AttributeError). So pandas is imported while no page view
 runs, and page views that begin meanwhile wait for it (~0.3 s). A fragment's run does not wait: right after a fresh
 server's first page none is polling.
+
+At the interpreter's exit (a server stopped within seconds of its first page) the warm-up stops after the module or
+analysis under way and is waited for: a thread left inside torch's C++ code as the interpreter ends aborts it
+("terminate called without an active exception", exit status 134).
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
 import importlib
 import logging
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-import streamlit as st
+from streamlit import config
 
 from ui import runtime
 from ui.catalog import PAGES
@@ -36,11 +41,13 @@ DELAY = 1.0  # seconds from the end of the first page's run to the warm-up's sta
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
 LATER = ("torch._dynamo",)  # imported after the pages' modules
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
+EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
 
 _turns = threading.Condition()  # guards the three below
 _views = 0  # page views under way
 _importing = False  # the warm-up imports ALONE
 _started = False  # once per server
+_stopping = threading.Event()  # set at the interpreter's exit
 
 
 def page_modules() -> list[str]:
@@ -60,6 +67,8 @@ def page_modules() -> list[str]:
 def load(names: list[str]) -> None:
     """Import each of `names` that is a module (a name a `from` statement imports may be a class or function)."""
     for name in names:
+        if _stopping.is_set():
+            return
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -85,10 +94,11 @@ def page_view():
 
 def start() -> None:
     """Start the warm-up in a thread of its own DELAY seconds from now (app.py calls this as a run ends), once per
-    server; not under AppTest (its tests keep their caches)."""
+    server; not under AppTest (its tests keep their caches; AppTest sets the option on `config`, not on
+    `st.get_option`)."""
     global _started
     with _turns:
-        if _started or st.get_option("global.appTest"):
+        if _started or config.get_option("global.appTest"):
             return
         _started = True
     # the model cache's spinner looks for a script run, and says so when there is none: expected here
@@ -96,7 +106,15 @@ def start() -> None:
         lambda record: record.threadName != THREAD)
     warmer = threading.Timer(DELAY, _warm_quietly)
     warmer.name, warmer.daemon = THREAD, True
+    atexit.register(_stop, warmer)
     warmer.start()
+
+
+def _stop(warmer: threading.Timer) -> None:
+    """At the interpreter's exit: no further step, and the one under way waited for."""
+    _stopping.set()
+    warmer.cancel()
+    warmer.join(EXIT_WAIT)
 
 
 def warm_up() -> None:
@@ -113,7 +131,8 @@ def warm_up() -> None:
             _importing = False
             _turns.notify_all()
     load([*page_modules(), *LATER])
-    warm_errors()
+    if not _stopping.is_set():
+        warm_errors()
 
 
 def warm_errors() -> None:

@@ -4,12 +4,13 @@ per server and never under AppTest; it imports pandas only while no page view ru
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 
 import pytest
-from helpers.repo import needs_reverse
+from helpers.repo import ROOT, needs_reverse
 
 from ui import decodes, warm
 
@@ -72,13 +73,14 @@ def test_pandas_is_imported_between_page_views_and_views_wait_for_it(fresh, monk
 
 
 def test_the_warm_up_starts_once_after_its_delay_and_never_under_apptest(fresh, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
     started = []
     monkeypatch.setattr(warm, "DELAY", 0.4)
     monkeypatch.setattr(warm, "warm_up", lambda: started.append(threading.current_thread().name))
-    monkeypatch.setattr(warm.st, "get_option", lambda name: name == "global.appTest")
-    warm.start()
+    at = AppTest.from_string("from ui import warm\nwarm.start()").run()  # as app.py calls it, in a script run
+    assert not at.exception
     assert not started and not warm._started
-    monkeypatch.setattr(warm.st, "get_option", lambda name: False)
     warm.start()
     warm.start()
     time.sleep(0.2)
@@ -95,3 +97,32 @@ def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):
     assert collected == [True]  # the first run's frozen garbage is freed all the same
     with warm.page_view():
         pass
+
+
+# A server stopped while the warm-up's analysis runs (within seconds of its first page): the interpreter's exit must
+# wait for it. A thread inside torch's C++ code as the interpreter ended aborted the process ("terminate called
+# without an active exception", exit status 134). The analysis stands in as ~1 s of torch work.
+EXIT_DURING_ANALYSIS = """
+import threading, time, torch
+from ui import warm
+inside = threading.Event()
+def analysis():
+    inside.set()
+    a, until = torch.randn(256, 256), time.monotonic() + 1.0
+    while time.monotonic() < until:
+        a @ a
+    print("analysis done", flush=True)
+warm.DELAY, warm.ALONE, warm.LATER = 0.0, (), ()
+warm.page_modules, warm.warm_errors = list, analysis
+warm.start()
+inside.wait(30)
+time.sleep(0.2)
+print("exit", flush=True)
+"""
+
+
+def test_an_exit_during_the_warm_up_waits_for_its_step_and_ends_cleanly():
+    done = subprocess.run([sys.executable, "-c", EXIT_DURING_ANALYSIS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["exit", "analysis", "done"]  # the exit began, then waited for the step
