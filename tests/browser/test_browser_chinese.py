@@ -6,10 +6,10 @@ view, and with no choice made the browser's locale picks it. Screenshots of ever
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import pytest
-from helpers.browser import open_app_page, screenshot, settle, wait_for_app
+from helpers.browser import open_app_page, query, screenshot, settle, wait_for_app
 from helpers.chinese import english_words, names, prose
 
 from ui.catalog import PAGES
@@ -50,10 +50,6 @@ def english_seen(page) -> list[str]:
     known = names()
     return [f"{word} (in {text.strip()[:80]!r})" for text in page.evaluate(VISIBLE_TEXT_JS)
             for word in english_words(prose(text), known)]
-
-
-def query(page) -> dict[str, str]:
-    return {name: values[-1] for name, values in parse_qs(urlparse(page.url).query).items()}
 
 
 def test_every_page_reads_in_chinese(fresh_server, page):

@@ -6,11 +6,9 @@ browser's back button, which does ask for an older address, must still restore t
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlparse
-
 import pytest
 
-from helpers.browser import open_app_page, screenshot, settle, wait_for_app
+from helpers.browser import open_app_page, query, screenshot, settle, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -33,10 +31,6 @@ HOLD_JS = """(() => {
 SERVER_RUN_MS = 3000  # held back this long, the first change's run has ended on the server (~0.3 s when idle)
 
 
-def address(pg) -> dict[str, str]:
-    return {name: values[-1] for name, values in parse_qs(urlparse(pg.url).query).items()}
-
-
 def box(pg, name: str):
     return pg.locator(f".st-key-train_{name}_widget input")
 
@@ -54,7 +48,7 @@ def test_a_change_made_before_the_last_run_is_heard_of_is_kept(fresh_server, pag
     preset_lr = box(pg, "lr").input_value()
     enter(pg, "seed", "10")
     settle(pg)
-    assert address(pg).get("seed") == "10"
+    assert query(pg).get("seed") == "10"
 
     pg.evaluate("() => { window.apHold = true; }")
     enter(pg, "seed", "11")
@@ -65,11 +59,11 @@ def test_a_change_made_before_the_last_run_is_heard_of_is_kept(fresh_server, pag
     shown = {name: box(pg, name).input_value() for name in ("seed", "lr")}
     screenshot(pg, "slow_link_two_changes")
     assert shown == {"seed": "11", "lr": "0.0040"}, shown
-    assert {"seed": "11", "lr": "0.004"}.items() <= address(pg).items(), address(pg)
+    assert {"seed": "11", "lr": "0.004"}.items() <= query(pg).items(), query(pg)
 
     pg.go_back()  # to seed=11 with the preset's lr
     wait_for_app(pg)
     pg.wait_for_function("() => !location.search.includes('lr=')")
     settle(pg)
     assert (box(pg, "seed").input_value(), box(pg, "lr").input_value()) == ("11", preset_lr)
-    assert address(pg).get("seed") == "11" and "lr" not in address(pg)
+    assert query(pg).get("seed") == "11" and "lr" not in query(pg)

@@ -11,7 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -139,6 +139,11 @@ def wait_for_app(pg, timeout: float = 60_000) -> None:
     pg.wait_for_timeout(300)
     pg.wait_for_selector(SCRIPT_IDLE, timeout=timeout)
     pg.evaluate("() => { window.apIdleAt = window.apRuns; }")
+
+
+def query(pg) -> dict[str, str]:
+    """The page's address's query parameters, {name: value} (a repeated one's last value)."""
+    return {name: values[-1] for name, values in parse_qs(urlparse(pg.url).query).items()}
 
 
 def settle(pg, pause_ms: int = 300, timeout: float = 60_000) -> None:
