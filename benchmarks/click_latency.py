@@ -5,15 +5,17 @@ pid; its script runs are timed too, so the server's share shows beside each figu
   cold_start_ms   from `streamlit run` to the first chart drawn on the home page, in a new browser page
                   (the server's start and warm-up, the first script run, the page's JavaScript and the first
                   paint), as Playwright sees it. Target <= 3,000 ms (issue 25; 4,000 in issue 12). Beside it,
-                  painted_ms: to the frame that painted the chart, by the page's own clock. Peer: the same
-                  server without its warm-up (ui/warm.py; --peer preload: without ui/preload's chart preload;
-                  --peer gc: its first run with the garbage collector on, ui/runtime.py), started in turn.
+                  painted_ms: to the frame that painted the chart, by the page's own clock; frontend_loaded_ms:
+                  from the page's navigation to its load event (Streamlit's frontend fetched and started).
+                  Peer: the same server without its warm-up (ui/warm.py; --peer preload: without ui/preload's
+                  chart preload; --peer gc: its first run with the garbage collector on, ui/runtime.py; --peer
+                  uvloop: on the standard library's event loop and HTTP parser), started in turn.
   first_visit_ms  then, on that fresh server, each other page opened once through the sidebar: ms to its first
                   chart drawn (to the end of its script run where it has no chart). Target <= 1,000 ms each. The
                   peer's too, and the server CPU time of each visit's script run.
   new_visitor_ms  then --visitors new browser pages (a student arriving at a running server, a new tab), each
-                  opening the home page: ms to its first chart. No target; the peer's too (--peer nodelay: the
-                  server's sockets left with Nagle's algorithm on, ui/runtime.tcp_nodelay).
+                  opening the home page: ms to its first chart. No target; the peer's too (--peer uvloop: the server
+                  on the standard library's event loop, Nagle's algorithm on, and uvicorn's pure-Python parser).
   page_switch_ms  from a click on a sidebar link to the first chart drawn on the page it opens, round the
                   pages that hold charts (all heads, masks, positions, home, decode), warm caches after the
                   first round. Target <= 400 ms median.
@@ -28,7 +30,7 @@ Other processes slow every figure; the machine (timing.machine(): CPU, capabilit
 the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
     python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--visitors 3]
-                                       [--peer warm|preload|gc|nodelay] [--cpu avx2] [--throttle 2.5] [--cold-only]
+                                       [--peer warm|preload|gc|uvloop] [--cpu avx2] [--throttle 2.5] [--cold-only]
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from ui.catalog import PAGES  # noqa: E402  (no torch)
 TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400, "step_click_ms": 150}
 # what the peer server leaves out
 PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE",
-         "nodelay": "AP_BENCH_NO_NODELAY"}
+         "uvloop": "AP_BENCH_NO_UVLOOP"}
 CHART = ".js-plotly-plot .main-svg"
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
 # The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
@@ -150,7 +152,7 @@ def cold_start(browser, throttle: float, visitors: int, peer: str | None = None)
         painted = page.wait_for_function("window.__apFirstChartPainted").json_value()
         first = server.script_runs()[0] if server.script_runs() else {}
         out = {"ms": round((drawn - t0) * 1000), "painted_ms": round(painted - t0_wall * 1000),
-               "server_up_ms": round((healthy - t0) * 1000),
+               "server_up_ms": round((healthy - t0) * 1000), "frontend_loaded_ms": frontend_loaded(page),
                "first_script_run_ms": round(first["ms"]) if first else None,
                "first_script_run_cpu_ms": round(first["cpu_ms"]) if first else None}
         wait_idle(page)
@@ -160,6 +162,11 @@ def cold_start(browser, throttle: float, visitors: int, peer: str | None = None)
         return out
     finally:
         server.stop()
+
+
+def frontend_loaded(page) -> int:
+    """ms from the page's navigation to its load event: Streamlit's frontend (~60 files) fetched and started."""
+    return round(page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd"))
 
 
 def first_visits(page, server: AppServer) -> tuple[dict, dict]:
@@ -272,7 +279,8 @@ def main() -> None:
                 starts[peer].append(cold_start(browser, args.throttle, args.visitors, peer))
         for peer, name in ((None, "cold_start_ms"), (args.peer, f"cold_start_without_{args.peer}_ms")):
             out[name] = {"runs": starts[peer], "median": statistics.median(s["ms"] for s in starts[peer]),
-                         "painted_median": statistics.median(s["painted_ms"] for s in starts[peer])}
+                         "painted_median": statistics.median(s["painted_ms"] for s in starts[peer]),
+                         "frontend_loaded_median": statistics.median(s["frontend_loaded_ms"] for s in starts[peer])}
         for name in ("first_visit_ms", "first_visit_server_cpu_ms"):
             for peer, suffix in ((None, ""), (args.peer, f"_without_{args.peer}")):
                 visits = [s[name] for s in starts[peer]]

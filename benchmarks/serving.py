@@ -369,8 +369,9 @@ def serve(port: int, log: str) -> None:
     fragment run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
     AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element
     code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py); with AP_BENCH_NO_GC_PAUSE=1, the first run's
-    pause of the garbage collector (ui/runtime.py); with AP_BENCH_NO_NODELAY=1, Nagle's algorithm stays on for its
-    sockets (ui/runtime.tcp_nodelay): the peers of click_latency's cold start."""
+    pause of the garbage collector (ui/runtime.py); with AP_BENCH_NO_UVLOOP=1, the standard library's event loop and
+    uvicorn's pure-Python HTTP parser instead of uvloop and httptools (requirements.txt): the peers of click_latency's
+    cold start."""
     from streamlit.runtime.scriptrunner import script_runner
     from streamlit.web.cli import main as streamlit_cli
 
@@ -406,10 +407,8 @@ def serve(port: int, log: str) -> None:
             gc.freeze()
 
         ui.runtime.first_run = first_run
-    if os.environ.get("AP_BENCH_NO_NODELAY") == "1":  # the server's sockets as Streamlit leaves them
-        import ui.runtime
-
-        ui.runtime.tcp_nodelay = lambda: 0
+    if os.environ.get("AP_BENCH_NO_UVLOOP") == "1":  # a server installed without them: neither can be imported
+        sys.modules["uvloop"] = sys.modules["httptools"] = None
     os.chdir(ROOT)
     streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
                    "--browser.gatherUsageStats=false"])
