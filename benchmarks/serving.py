@@ -364,16 +364,11 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def serve(port: int, log: str) -> None:
-    """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
-    fragment run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
-    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element
-    code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py); with AP_BENCH_NO_GC_PAUSE=1, the first run's
-    pause of the garbage collector (ui/runtime.py); with AP_BENCH_NO_UVLOOP=1, the standard library's event loop and
-    uvicorn's pure-Python HTTP parser instead of uvloop and httptools (requirements.txt): the peers of click_latency's
-    cold start."""
+def time_script_runs(record) -> None:
+    """Wrap Streamlit's ScriptRunner so that every script or fragment run calls `record(entry)`: when it began
+    (`at`, time.time()), its wall time, the CPU time of the thread that ran it (which other processes on a busy
+    machine do not inflate), whether it was a fragment's and its page's script hash."""
     from streamlit.runtime.scriptrunner import script_runner
-    from streamlit.web.cli import main as streamlit_cli
 
     run_script = script_runner.ScriptRunner._run_script
 
@@ -383,12 +378,27 @@ def serve(port: int, log: str) -> None:
             return run_script(self, rerun_data)
         finally:
             spent = time.perf_counter() - wall
-            entry = {"at": time.time() - spent, "ms": spent * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
-                     "fragment": bool(rerun_data.fragment_id_queue), "page": rerun_data.page_script_hash}
-            with open(log, "a") as f:
-                f.write(json.dumps(entry) + "\n")
+            record({"at": time.time() - spent, "ms": spent * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
+                    "fragment": bool(rerun_data.fragment_id_queue), "page": rerun_data.page_script_hash})
 
     script_runner.ScriptRunner._run_script = timed_run
+
+
+def serve(port: int, log: str) -> None:
+    """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
+    fragment run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
+    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element
+    code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py); with AP_BENCH_NO_GC_PAUSE=1, the first run's
+    pause of the garbage collector (ui/runtime.py); with AP_BENCH_NO_UVLOOP=1, the standard library's event loop and
+    uvicorn's pure-Python HTTP parser instead of uvloop and httptools (requirements.txt): the peers of click_latency's
+    cold start."""
+    from streamlit.web.cli import main as streamlit_cli
+
+    def record(entry: dict) -> None:
+        with open(log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    time_script_runs(record)
     sys.path.insert(0, str(ROOT))
     if os.environ.get("AP_BENCH_NO_PRELOAD") == "1":
         import ui.preload

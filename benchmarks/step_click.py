@@ -27,22 +27,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 
 use_cpu_kind()
+
+from serving import CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, time_script_runs, wait_idle  # noqa: E402
 
 
 BUDGET_MS = 100.0
@@ -60,24 +58,6 @@ def timed_ms(fn) -> float:
 
 def summary(values: list[float]) -> dict:
     return {"median": round(statistics.median(values), 1), "max": round(max(values), 1), "n": len(values)}
-
-
-def time_script_runs(record) -> None:
-    """Wrap Streamlit's ScriptRunner so that every script or fragment run calls `record(entry)` with its wall
-    time and the CPU time of the thread that ran it (which other processes on a busy machine do not inflate)."""
-    from streamlit.runtime.scriptrunner import script_runner
-
-    run_script = script_runner.ScriptRunner._run_script
-
-    def timed_run(self, rerun_data):
-        wall, cpu = time.perf_counter(), time.thread_time()
-        try:
-            return run_script(self, rerun_data)
-        finally:
-            record({"ms": (time.perf_counter() - wall) * 1000, "cpu_ms": (time.thread_time() - cpu) * 1000,
-                    "fragment": bool(rerun_data.fragment_id_queue)})
-
-    script_runner.ScriptRunner._run_script = timed_run
 
 
 def run_summary(entries: list[dict]) -> dict:
@@ -142,66 +122,35 @@ def apptest_figures(clicks: int, repeats: int) -> tuple[dict, str]:
 # ------------------------------------------------------------------------------------------ a real server
 
 
-def serve(port: int, log: str) -> None:
-    """Child process: Streamlit's CLI on app.py, every script/fragment run's times appended to `log`."""
-    from streamlit.web.cli import main as streamlit_cli
-
-    def record(entry: dict) -> None:
-        with open(log, "a") as f:
-            f.write(json.dumps(entry) + "\n")
-
-    time_script_runs(record)
-    os.chdir(ROOT)
-    streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1",
-                   f"--server.port={port}", "--browser.gatherUsageStats=false"])
-
-
-def runs(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
 def server_figures(clicks: int, env: dict[str, str]) -> dict:
     """Open /decode first on a fresh server (its environment updated with `env`), then click Next `clicks`
     times (going back to the first step at the end)."""
-    import urllib.request
-
-    from helpers.browser import CHROMIUM, CHROMIUM_ARGS, _free_port, wait_for_app
-    from serving import PLAYER_STEP_JS
     from playwright.sync_api import sync_playwright
 
-    port, log = _free_port(), Path(tempfile.mkdtemp()) / "runs.jsonl"
-    child = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(log)],
-                             env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = AppServer(env=env, timed=True)
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.3)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             pg = browser.new_page(viewport={"width": 1400, "height": 900})
-            pg.goto(f"http://127.0.0.1:{port}/decode")
-            wait_for_app(pg)
+            pg.goto(f"{server.url}/decode")
+            wait_idle(pg)
             pg.locator(".js-plotly-plot").nth(2).wait_for()
-            first_open = runs(log)[-1]
+            first_open = server.script_runs()[-1]
             if pg.get_by_role("dialog").count():
                 pg.keyboard.press("Escape")
             pg.evaluate(PLAYER_STEP_JS, "first")
-            wait_for_app(pg)
-            done = len(runs(log))
+            wait_idle(pg)
+            done = len(server.script_runs())
             for _ in range(clicks):
                 if pg.evaluate(PLAYER_STEP_JS, "next")["disabled"]:
                     pg.evaluate(PLAYER_STEP_JS, "first")
-                wait_for_app(pg)
+                wait_idle(pg)
             browser.close()
-        fragment_runs = [r for r in runs(log)[done:] if r["fragment"]]
+        fragment_runs = [r for r in server.script_runs()[done:] if r["fragment"]]
         return {"first_open_ms": {k: round(first_open[k], 1) for k in ("ms", "cpu_ms")},
                 "step_click_ms": run_summary(fragment_runs)}
     finally:
-        child.terminate()
-        child.wait(10)
+        server.stop()
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -212,15 +161,11 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-browser", action="store_true", help="skip the real-server measurement")
-    parser.add_argument("--serve", nargs=2, metavar=("PORT", "LOG"), help=argparse.SUPPRESS)
     add_cpu_argument(parser)
     args = parser.parse_args()
-    if args.serve:
-        return serve(int(args.serve[0]), args.serve[1])
     if not CHECKPOINT.exists():
         raise SystemExit(f"missing {CHECKPOINT}: train the shipped reverse model first")
 
-    from helpers.browser import CHROMIUM
     from ui.decodes import TOPK
     from transformer.store.checkpoints import load_bundle
     from transformer.network.decoding import greedy_decode

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.plotly_specs import spec, title, z
-from helpers.repo import ROOT, needs_reverse
+from helpers.repo import ROOT, needs_reverse, open_link
 
 from transformer.analysis.masked_batch import varied_lengths
 from transformer.network.decoding import greedy_decode
@@ -180,12 +180,7 @@ def test_another_model_starts_from_its_own_inputs(page):
 
 def link(query: dict[str, str]):
     """An AppTest of the masks page opened by a link with `query` as its parameters."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(PAGE)
-    at.query_params.update(query)
-    return at.run()
+    return open_link(PAGE, query)
 
 
 HOSTILE = [

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from helpers.plotly_specs import spec, title, z
-from helpers.repo import ROOT, needs_reverse
+from helpers.repo import needs_reverse, open_link
 
 from ui import decodes
 from ui.markdown import plain
@@ -147,12 +147,7 @@ def test_a_new_d_model_plots_its_default_dimensions_again(page):
 
 def link(query: dict[str, str]):
     """An AppTest of the positional-encoding page opened by a link with `query` as its parameters."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(PAGE)
-    at.query_params.update(query)
-    return at.run()
+    return open_link(PAGE, query)
 
 
 HOSTILE = [

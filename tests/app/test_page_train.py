@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 import torch
+from helpers.jobs import child_pids
 from helpers.page_probes import DivergingProbe
 from helpers.repo import needs_reverse
 from helpers.train_page import (
@@ -426,23 +427,6 @@ TINY = RunSettings(dataclasses.replace(TRAIN_DEFAULTS, steps=100_000, batch_size
                    {**MODEL_DEFAULTS_ALL, "d_model": 16, "n_heads": 2, "d_ff": 32}, None)
 
 
-def child_pids() -> set[int]:
-    """This process's children, live or zombie (not yet reaped), from /proc; a multiprocessing resource
-    tracker (which lives as long as this process) left out."""
-    children = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and b"resource_tracker" not in command:
-            children.add(int(entry))
-    return children
 
 
 def rss_mb() -> float:

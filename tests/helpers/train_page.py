@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from helpers import plotly_specs
+from helpers.repo import open_link
 from transformer.runs.process_job import ProcessJob
 from ui import runs
 from ui.run_settings import task_defaults
@@ -65,15 +66,7 @@ def probe_chart(at) -> tuple[str, np.ndarray]:
 
 def linked(query: dict[str, str]):
     """An AppTest of the Train page opened by a link with `query` as its parameters (a fresh session)."""
-    from streamlit.testing.v1 import AppTest
-
-    from helpers.repo import ROOT
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page(PAGE)
-    for name, value in query.items():
-        at.query_params[name] = value
-    return at.run()
+    return open_link(PAGE, query)
 
 
 def shown_settings(at) -> dict:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from helpers.repo import ROOT
+from helpers.jobs import BOOT, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
@@ -54,7 +55,6 @@ TINY_MODEL = {"n_enc_layers": 1, "n_dec_layers": 1, "d_model": 16, "n_heads": 2,
 TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, steps=100_000, batch_size=8,
                          lr=3e-3, warmup=5, eval_every=10, eval_samples=8, confirm_samples=16, device="cpu")
 CPUS = 2
-BOOT = 120.0  # seconds for an actor to start: a fresh worker process imports ray and torch (far longer when loaded)
 LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
@@ -68,13 +68,6 @@ class Cluster:
     def processes(self) -> set[int]:
         """The cluster's processes: those of the head's session."""
         return {pid for pid in _all_pids() if _session(pid) == self.head.pid}
-
-
-def wait_for(condition, timeout: float = BOOT, what: str = "the actor") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def _free_port() -> int:
@@ -265,20 +258,8 @@ def test_every_backend_keeps_the_job_interface(backend, request):
 
 def test_the_lifecycle_and_nothing_listens_beyond_loopback(cluster, make):
     job = make(probe=TextProbe("ab", delay=0.02), probe_every=1)  # a slow probe: every step takes 20+ ms
-    job.start(paused=True)
-    wait_for(lambda: job.snapshot().probes)  # the actor is up: it probed the untrained model
-    assert job.snapshot().state == "paused" and job.snapshot().step == 0 and job.position() is None
+    starts_paused_then_steps_and_runs(job)
     assert job.node_ip == "127.0.0.1" and job.pid in cluster.processes()
-
-    job.set_probe_text("ba")
-    job.step(3)
-    wait_for(lambda: job.snapshot().state == "paused" and job.snapshot().step == 3)
-    assert job.snapshot().probes == [(0, "ab"), (1, "ba"), (2, "ba"), (3, "ba")]
-
-    job.resume()
-    assert job.position() == 0
-    wait_for(lambda: job.snapshot().step >= 11 and job.snapshot().steps_per_s > 0)
-    assert job.snapshot().state == "running" and job.snapshot().history[0]["step"] == 10
 
     # While an actor trains: every socket the cluster (and this process, its driver) listens on is loopback.
     sockets = listening_sockets(cluster.processes() | {os.getpid()})
@@ -286,28 +267,7 @@ def test_the_lifecycle_and_nothing_listens_beyond_loopback(cluster, make):
     assert {proto for _, proto, _, _ in sockets} <= {"tcp", "tcp6"}
     assert [s for s in sockets if not _loopback(s[2])] == []
 
-    job.pause()  # returns once the actor is between steps: the step shown is the step it stays at
-    paused = job.snapshot()
-    assert paused.state == "paused" and job.position() is None  # a paused run gives its slot back
-    time.sleep(0.4)
-    assert job.snapshot().step == paused.step
-    sent = job._sent
-    assert job.bundle().card["steps"] == paused.step and job._sent == sent  # no round trip while paused
-
-    job.step(5)  # exactly 5 more, then paused again
-    wait_for(lambda: job.snapshot().state == "paused" and job.snapshot().step == paused.step + 5)
-    time.sleep(0.3)
-    assert job.snapshot().step == paused.step + 5
-
-    job.resume()
-    wait_for(lambda: job.snapshot().step >= paused.step + 8)
-    bundle = job.bundle("mine")  # while running: asked of the actor, taken between steps
-    assert bundle.name == "mine" and paused.step + 8 <= bundle.card["steps"] <= job.snapshot().step + 1
-    job.stop()
-    assert job.join(timeout=0)  # stop() returned after the run ended
-    final = job.snapshot()
-    assert (final.state, final.finished_reason) == ("stopped", "stopped")
-    assert job.bundle().card["steps"] == final.step and final.step >= bundle.card["steps"]
+    pauses_steps_and_stops(job)
 
 
 def test_runs_finish_with_working_weights_and_errors_are_reported(make):

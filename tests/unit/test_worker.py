@@ -14,6 +14,7 @@ import time
 
 import pytest
 import torch
+from helpers.jobs import BOOT, child_pids, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
@@ -30,35 +31,8 @@ from transformer.training.trainer import Trainer
 TINY_MODEL = {"n_enc_layers": 1, "n_dec_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32}
 TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, steps=100_000, batch_size=8,
                          lr=3e-3, warmup=5, eval_every=10, eval_samples=8, confirm_samples=16, device="cpu")
-BOOT = 60.0  # seconds a worker may take to start: importing torch takes 2 s idle, far more on a loaded machine
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-def wait_for(condition, timeout: float = BOOT, what: str = "the worker") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
-def child_pids() -> set[int]:
-    """This process's children, live or zombie (unreaped), from /proc (a multiprocessing resource tracker,
-    which another test may have started and which lives as long as this process, left out)."""
-    children = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                command = cmdline.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == os.getpid() and b"resource_tracker" not in command:
-            children.add(int(entry))
-    return children
 
 
 @pytest.fixture
@@ -85,42 +59,8 @@ def make_job():
 # -- lifecycle ----------------------------------------------------------------------------------------
 def test_start_pause_resume_step_stop(make_job):
     job = make_job(probe=TextProbe("ab", delay=0.02), probe_every=1)  # a slow probe: every step takes 20+ ms
-    job.start(paused=True)
-    wait_for(lambda: job.snapshot().probes)  # the worker is up: it probed the untrained model
-    assert job.snapshot().state == "paused" and job.snapshot().step == 0 and job.position() is None
-
-    job.set_probe_text("ba")
-    job.step(3)
-    wait_for(lambda: job.snapshot().state == "paused" and job.snapshot().step == 3)
-    assert job.snapshot().probes == [(0, "ab"), (1, "ba"), (2, "ba"), (3, "ba")]
-
-    job.resume()
-    assert job.position() == 0
-    wait_for(lambda: job.snapshot().step >= 11 and job.snapshot().steps_per_s > 0)
-    assert job.snapshot().state == "running" and job.snapshot().history[0]["step"] == 10
-
-    job.pause()  # returns once the worker is between steps: the step shown is the step it stays at
-    paused = job.snapshot()
-    assert paused.state == "paused" and job.position() is None  # a paused run gives its slot back
-    time.sleep(0.4)
-    assert job.snapshot().step == paused.step
-    sent = job._sent
-    assert job.bundle().card["steps"] == paused.step and job._sent == sent  # no round trip while paused
-
-    job.step(5)  # exactly 5 more, then paused again
-    wait_for(lambda: job.snapshot().state == "paused" and job.snapshot().step == paused.step + 5)
-    time.sleep(0.3)
-    assert job.snapshot().step == paused.step + 5
-
-    job.resume()
-    wait_for(lambda: job.snapshot().step >= paused.step + 8)
-    bundle = job.bundle("mine")  # while running: asked of the worker, taken between steps
-    assert bundle.name == "mine" and paused.step + 8 <= bundle.card["steps"] <= job.snapshot().step + 1
-    job.stop()
-    assert job.join(timeout=0)  # stop() returned after the worker ended
-    final = job.snapshot()
-    assert (final.state, final.finished_reason) == ("stopped", "stopped")
-    assert job.bundle().card["steps"] == final.step and final.step >= bundle.card["steps"]
+    starts_paused_then_steps_and_runs(job)
+    pauses_steps_and_stops(job)
     assert job.pid not in child_pids()  # ended and reaped
 
 
