@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers.attention_page import INPUT_BOX, KIND, MODEL_PICKER, PAGE, VIEW, big_heatmap, figure, figures, shown_input
 from helpers.plotly_specs import array
-from helpers.repo import REVERSE, ROOT, needs_reverse, open_link
+from helpers.repo import REVERSE, ROOT, link_id, needs_reverse, open_link
 
 from transformer.analysis.heads import alignment_score
 from transformer.charts.export import image_export_available
@@ -310,7 +310,7 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("query", HOSTILE, ids=lambda q: "&".join(f"{k}={v[:12]!r}" for k, v in q.items()))
+@pytest.mark.parametrize("query", HOSTILE, ids=link_id)
 def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, bundle, query):
     at = linked(query)
     assert not at.exception, [e.value for e in at.exception]

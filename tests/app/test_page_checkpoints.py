@@ -19,7 +19,7 @@ import safetensors
 import safetensors.torch
 import torch
 from helpers.hostile import Payload
-from helpers.repo import REVERSE, ROOT, needs_reverse, open_link, reverse_variant
+from helpers.repo import REVERSE, ROOT, link_id, needs_reverse, open_link, reverse_variant
 
 from transformer.analysis.evaluation import evaluate_bundle
 from transformer.bundle import ModelBundle
@@ -353,7 +353,7 @@ HOSTILE_LINKS = [
 ]
 
 
-@pytest.mark.parametrize("query", HOSTILE_LINKS, ids=lambda q: "&".join(f"{k[:12]}={v[:12]!r}" for k, v in q.items()))
+@pytest.mark.parametrize("query", HOSTILE_LINKS, ids=link_id)
 def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
     at = linked(**query)
     assert not at.exception, [e.value for e in at.exception]

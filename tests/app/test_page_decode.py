@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.plotly_specs import array, component, player_choice, player_step, specs, step_spec
-from helpers.repo import REVERSE, needs_reverse, open_link
+from helpers.repo import REVERSE, link_id, needs_reverse, open_link
 
 from transformer.bundle import ModelBundle
 from transformer.charts import token_labels
@@ -283,7 +283,7 @@ HOSTILE = [
 
 
 @needs_reverse
-@pytest.mark.parametrize("query", HOSTILE, ids=lambda q: "&".join(f"{k}={v[:12]!r}" for k, v in q.items()))
+@pytest.mark.parametrize("query", HOSTILE, ids=link_id)
 def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query):
     at = linked(query)
     assert not at.exception, [e.value for e in at.exception]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers.plotly_specs import spec, title, z
-from helpers.repo import ROOT, needs_reverse
+from helpers.repo import ROOT, needs_reverse, refused_with_a_note
 
 from transformer.network.decoding import greedy_decode
 from ui.markdown import plain
@@ -100,11 +100,7 @@ def test_a_hostile_link_says_so_and_shows_the_default_view(clean_caches, bundle,
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.query_params.update(params)
     at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    warnings = [w.value.replace("\\", "") for w in at.warning]
-    assert any("could not be followed" in w and note in w for w in warnings), warnings
-    assert at.session_state["active_model"] == "shipped:reverse"
-    assert at.selectbox(key=HOME.view().widget_key("model")).value == "shipped:reverse"
+    refused_with_a_note(at, note, HOME)
     assert at.text_input(key=INPUT).value == bundle.task.examples()[0]
     assert z(at, "fig-home-cross").shape[1] == len(bundle.task.examples()[0]) + 1
     assert at.query_params == {}  # the URL is the default view's again

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from helpers.plotly_specs import spec, title, z
-from helpers.repo import needs_reverse, open_link
+from helpers.repo import link_id, needs_reverse, open_link, refused_with_a_note
 
 from ui import decodes
 from ui.markdown import plain
@@ -174,15 +174,10 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize("query, note", HOSTILE, ids=lambda q: "&".join(f"{k}={v[:12]!r}" for k, v in q.items())
-                         if isinstance(q, dict) else "")
+@pytest.mark.parametrize("query, note", HOSTILE, ids=link_id)
 def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, bundle, query, note):
     at = link(query)
-    assert not at.exception, [e.value for e in at.exception]
-    warnings = [w.value.replace("\\", "") for w in at.warning]
-    assert any("could not be followed" in w and note in w for w in warnings), warnings
-    assert at.selectbox(key=POSITIONS.view().widget_key("model")).value == "shipped:reverse"
-    assert at.session_state["active_model"] == "shipped:reverse"
+    refused_with_a_note(at, note, POSITIONS)
     assert [at.slider(key=KEY(n)).value for n in ("d_model", "length", "k")] == [64, 64, 5]
     assert at.multiselect(key=KEY("dims")).value == [4, 5, 12, 24]
     examples = bundle.task.examples()

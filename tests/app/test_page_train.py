@@ -21,7 +21,7 @@ import pytest
 import torch
 from helpers.jobs import child_pids
 from helpers.page_probes import DivergingProbe
-from helpers.repo import needs_reverse
+from helpers.repo import link_id, needs_reverse
 from helpers.train_page import (
     PAGE,
     job_of,
@@ -726,7 +726,7 @@ HOSTILE = [  # (query, the URL the page shows after it: the default view, bar wh
 ]
 
 
-@pytest.mark.parametrize("query, url", HOSTILE, ids=lambda q: "&".join(f"{k}={v[:10]!r}" for k, v in q.items()))
+@pytest.mark.parametrize("query, url", HOSTILE, ids=link_id)
 def test_a_hostile_link_gives_a_note_and_the_default_view(clean_caches, query, url):
     at = linked(query)
     assert not at.exception, [e.value for e in at.exception]

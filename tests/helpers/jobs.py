@@ -1,10 +1,14 @@
 """What the tests of training runs share, whatever runs them (a worker process, a Ray actor): waiting for a run's
-state, the children this process has, and the lifecycle every backend must go through the same way."""
+state, the children this process has, and the lifecycle and the finish at max steps every backend must go through
+the same way."""
 
 from __future__ import annotations
 
 import os
 import time
+
+from transformer.network.decoding import greedy_decode
+from transformer.runs.probe import ProbeResult
 
 BOOT = 120.0  # seconds a run may take to start: a fresh worker imports torch (and ray), far longer when loaded
 
@@ -78,3 +82,19 @@ def pauses_steps_and_stops(job) -> None:
     final = job.snapshot()
     assert (final.state, final.finished_reason) == ("stopped", "stopped")
     assert job.bundle().card["steps"] == final.step and final.step >= bundle.card["steps"]
+
+
+def finished_at_max_steps(job):
+    """A job with max_steps=15 and the app's probe of "abc" every 5 steps, joined: finished at step 15, evaluated
+    as its settings say, its weights those of step 15 and working; returns its last probe's result."""
+    snap = job.snapshot()
+    assert (snap.state, snap.finished_reason, snap.step) == ("finished", "max steps", 15)
+    assert [(r["step"], r["decoding"], r["samples"]) for r in snap.history] == [
+        (10, "teacher_forced", 8), (15, "teacher_forced", 8), (15, "greedy", 16)]
+    bundle = job.bundle()
+    assert bundle.card["steps"] == 15 and bundle.card["exact_match"] == snap.history[-1]["exact_match"]
+    assert greedy_decode(bundle.model, bundle.tokenizer, "ab").output_pieces  # the weights work here
+    assert [step for step, _ in snap.probes] == [0, 5, 10, 15]
+    result = snap.probes[-1][1]
+    assert isinstance(result, ProbeResult) and result.error is None and result.source == "abc"
+    return result

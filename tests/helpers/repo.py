@@ -54,3 +54,21 @@ def open_link(page: str, query: dict[str, str]):
     for name, value in query.items():
         at.query_params[name] = value
     return at.run()
+
+
+def link_id(query) -> str:
+    """A parametrized hostile link's test id: its parameters, each name and value cut to 12 characters."""
+    return "&".join(f"{name[:12]}={value[:12]!r}" for name, value in query.items()) if isinstance(query, dict) else ""
+
+
+def refused_with_a_note(at, note: str, table) -> str:
+    """What every page shows for a link it cannot follow: no exception, a warning that the link could not be
+    followed naming `note`, and the default model (shipped reverse) in `table`'s model picker and active. Returns
+    that warning."""
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [w.value.replace("\\", "") for w in at.warning]
+    refusals = [w for w in warnings if "could not be followed" in w and note in w]
+    assert refusals, warnings
+    assert at.selectbox(key=table.view().widget_key("model")).value == "shipped:reverse"
+    assert at.session_state["active_model"] == "shipped:reverse"
+    return refusals[0]

@@ -31,13 +31,15 @@ from pathlib import Path
 
 import pytest
 from helpers.repo import ROOT
-from helpers.jobs import BOOT, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for
+from helpers.jobs import (
+    BOOT, finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for,
+)
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
 from transformer.runs import make_job
 from transformer.runs.job import Job
-from transformer.runs.probe import Probe, ProbeResult
+from transformer.runs.probe import Probe
 from transformer.runs.process_job import ProcessJob
 from transformer.runs.queue import QueueFullError, RunQueue
 from transformer.runs.ray_job import CONNECT_TRIES, RAY_ADDRESS_ENV, RayJob, _Connector, _TrainingActor
@@ -277,16 +279,7 @@ def test_runs_finish_with_working_weights_and_errors_are_reported(make):
     failing.start()  # the two run at once: the cluster has two CPUs
     assert at_max.join(timeout=BOOT) and failing.join(timeout=BOOT)
 
-    snap = at_max.snapshot()
-    assert (snap.state, snap.finished_reason, snap.step) == ("finished", "max steps", 15)
-    assert [(r["step"], r["decoding"], r["samples"]) for r in snap.history] == [
-        (10, "teacher_forced", 8), (15, "teacher_forced", 8), (15, "greedy", 16)]
-    bundle = at_max.bundle()
-    assert bundle.card["steps"] == 15 and bundle.card["exact_match"] == snap.history[-1]["exact_match"]
-    assert greedy_decode(bundle.model, bundle.tokenizer, "ab").output_pieces  # the weights work here
-    assert [step for step, _ in snap.probes] == [0, 5, 10, 15]
-    step, result = snap.probes[-1]
-    assert isinstance(result, ProbeResult) and result.error is None and result.source == "abc"
+    result = finished_at_max_steps(at_max)
     assert result.cross.flags.writeable  # a copy of its own, not a view of Ray's object store
 
     snap = failing.snapshot()

@@ -14,12 +14,14 @@ import time
 
 import pytest
 import torch
-from helpers.jobs import BOOT, child_pids, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for
+from helpers.jobs import (
+    BOOT, child_pids, finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for,
+)
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
 from transformer.runs.job import JobLimitError, JobSnapshot
-from transformer.runs.probe import Probe, ProbeResult
+from transformer.runs.probe import Probe
 from transformer.runs import process_job
 from transformer.runs.process_job import ProcessJob
 from transformer.runs.queue import QueueFullError, RunQueue
@@ -73,16 +75,7 @@ def test_runs_finish_at_max_steps_at_the_target_and_without_heartbeats(make_job)
     for job in (at_max, at_target, unattended):
         assert job.join(timeout=BOOT)
 
-    snap = at_max.snapshot()
-    assert (snap.state, snap.finished_reason, snap.step) == ("finished", "max steps", 15)
-    assert [(r["step"], r["decoding"], r["samples"]) for r in snap.history] == [
-        (10, "teacher_forced", 8), (15, "teacher_forced", 8), (15, "greedy", 16)]
-    bundle = at_max.bundle()
-    assert bundle.card["steps"] == 15 and bundle.card["exact_match"] == snap.history[-1]["exact_match"]
-    assert greedy_decode(bundle.model, bundle.tokenizer, "ab").output_pieces  # the weights work here
-    assert [step for step, _ in snap.probes] == [0, 5, 10, 15]
-    step, result = snap.probes[-1]
-    assert isinstance(result, ProbeResult) and result.error is None and result.source == "abc"
+    result = finished_at_max_steps(at_max)
     assert result.cross.shape[:2] == (1, 2) and result.cross.shape[3] == len(result.source_pieces)
 
     snap = at_target.snapshot()
