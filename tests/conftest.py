@@ -127,3 +127,19 @@ def page(_browser):
     assert not asked, f"{len(asked)} request(s) to hosts other than the app's server:\n" + "\n".join(asked)
 
 
+@pytest.fixture(scope="module")
+def small_reverse():
+    """An untrained reverse model of 2+2 layers (d_model 32, 2 heads, seeded: the same weights every time) and its
+    tokenizer."""
+    import torch  # function-local: torch only for the tests that use it
+
+    from transformer.network.config import ModelConfig  # function-local: as above
+    from transformer.network.model import EncoderDecoder  # function-local: as above
+    from transformer.tasks import make_task  # function-local: as above
+
+    task = make_task("reverse", max_len=8)
+    tokenizer = task.make_tokenizer()
+    torch.manual_seed(0)
+    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, n_enc_layers=2,
+                         n_dec_layers=2, d_model=32, n_heads=2, d_ff=64, max_len=10)
+    return EncoderDecoder(config).eval(), tokenizer

@@ -6,27 +6,14 @@ import pytest
 import torch
 
 from transformer.analysis.masked_batch import BatchError, greedy_targets, masked_batch, weight_above_diagonal
-from transformer.network.config import ModelConfig
-from transformer.network.model import EncoderDecoder
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import TokenizerError
-from transformer.tasks import make_task
 
 PAIRS = [("ab", "ba"), ("abcdef", "fedcba"), ("xyzw", "wzyx")]
 
 
-@pytest.fixture(scope="module")
-def setup():
-    task = make_task("reverse", max_len=8)
-    tokenizer = task.make_tokenizer()
-    torch.manual_seed(0)
-    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, n_enc_layers=2,
-                         n_dec_layers=2, d_model=32, n_heads=2, d_ff=64, max_len=10)
-    return EncoderDecoder(config).eval(), tokenizer
-
-
-def test_batch_is_padded_as_in_training(setup):
-    model, tok = setup
+def test_batch_is_padded_as_in_training(small_reverse):
+    model, tok = small_reverse
     b = masked_batch(model, tok, PAIRS)
     assert b.src.shape == (3, 7) and b.tgt_in.shape == (3, 7)
     a = tok.encode("a")[0]
@@ -38,8 +25,8 @@ def test_batch_is_padded_as_in_training(setup):
     assert b.scored.sum(1).tolist() == [3, 7, 5]
 
 
-def test_masks_are_built_and_traced(setup):
-    model, tok = setup
+def test_masks_are_built_and_traced(small_reverse):
+    model, tok = small_reverse
     b = masked_batch(model, tok, PAIRS)
     assert b.src_mask.shape == (3, 1, 1, 7) and b.tgt_mask.shape == (3, 1, 7, 7)
     heads = model.config.n_heads
@@ -55,8 +42,8 @@ def test_masks_are_built_and_traced(setup):
     assert (dec.weights[~dec.mask] == 0).all()
 
 
-def test_no_causal_mask_puts_weight_above_the_diagonal(setup):
-    model, tok = setup
+def test_no_causal_mask_puts_weight_above_the_diagonal(small_reverse):
+    model, tok = small_reverse
     causal, open_ = masked_batch(model, tok, PAIRS), masked_batch(model, tok, PAIRS, causal=False)
     assert open_.tgt_mask.shape == (3, 1, 1, 7)
     assert weight_above_diagonal(causal.trace.weights("decoder_self")).max() == 0
@@ -65,8 +52,8 @@ def test_no_causal_mask_puts_weight_above_the_diagonal(setup):
     assert not torch.allclose(causal.log_probs, open_.log_probs)
 
 
-def test_batch_errors(setup):
-    model, tok = setup
+def test_batch_errors(small_reverse):
+    model, tok = small_reverse
     with pytest.raises(BatchError, match="2 to 4"):
         masked_batch(model, tok, PAIRS[:1])
     with pytest.raises(BatchError, match="2 to 4"):
@@ -84,8 +71,8 @@ def test_batch_errors(setup):
             greedy_targets(model, tok, sources)
 
 
-def test_greedy_targets_match_the_decoder(setup):
-    model, tok = setup
+def test_greedy_targets_match_the_decoder(small_reverse):
+    model, tok = small_reverse
     from transformer.network.decoding import greedy_decode
 
     outs = greedy_targets(model, tok, ["ab", "xyzw"])

@@ -9,20 +9,7 @@ import pytest
 import torch
 
 from transformer.analysis.positions import model_positions, pe_frequencies, rotation_demo, rotation_matrix
-from transformer.network.config import ModelConfig
-from transformer.network.model import EncoderDecoder
 from transformer.network.positional import sinusoidal_table
-from transformer.tasks import make_task
-
-
-@pytest.fixture(scope="module")
-def setup():
-    task = make_task("reverse", max_len=8)
-    tokenizer = task.make_tokenizer()
-    torch.manual_seed(0)
-    config = ModelConfig(src_vocab=tokenizer.vocab_size, tgt_vocab=tokenizer.vocab_size, n_enc_layers=2,
-                         n_dec_layers=2, d_model=32, n_heads=2, d_ff=64, max_len=10)
-    return EncoderDecoder(config).eval(), tokenizer
 
 
 def test_rotation_moves_encodings_by_k():
@@ -44,8 +31,8 @@ def test_rotation_moves_encodings_by_k():
         rotation_demo(16, 2, [])
 
 
-def test_model_positions_are_read_only_copies(setup):
-    model, _ = setup
+def test_model_positions_are_read_only_copies(small_reverse):
+    model, _ = small_reverse
     kind, table = model_positions(model, "src")
     assert kind == "sinusoidal" and table.shape == (10, 32)
     np.testing.assert_allclose(table[3, :2], [math.sin(3), math.cos(3)], atol=1e-6)
