@@ -6,7 +6,9 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   (the server's start and warm-up, the first script run, the page's JavaScript and the first
                   paint), as Playwright sees it. Target <= 3,000 ms (issue 25; 4,000 in issue 12). Beside it,
                   painted_ms: to the frame that painted the chart, by the page's own clock; frontend_loaded_ms:
-                  from the page's navigation to its load event (Streamlit's frontend fetched and started).
+                  from the page's navigation to its load event (Streamlit's frontend fetched and started);
+                  cores_busy: how many of the machine's cores were busy on average until the chart was drawn
+                  (/proc/stat: the server, Chromium and anything else).
                   Peer: the same server without its warm-up (ui/warm.py; --peer preload: without ui/preload's
                   chart preload; --peer gc: its first run with the garbage collector on, ui/runtime.py; --peer
                   uvloop: on the standard library's event loop and HTTP parser), started in turn.
@@ -50,8 +52,8 @@ from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 use_cpu_kind()
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, chromium_missing, click_next, load_average, percentiles,
-    wait_idle,
+    CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, busy_seconds, chromium_missing, click_next, load_average,
+    percentiles, wait_idle,
 )
 
 from ui.catalog import PAGES  # noqa: E402  (no torch)
@@ -140,7 +142,7 @@ def open_page(browser, throttle: float):
 def cold_start(browser, throttle: float, visitors: int, peer: str | None = None) -> dict:
     """Launch a server (without what `peer` names) and, as soon as it answers, open the home page; ms until its
     first chart is drawn. Then each other page's first visit, then `visitors` new visitors."""
-    t0, t0_wall = time.perf_counter(), time.time()
+    t0, t0_wall, busy = time.perf_counter(), time.time(), busy_seconds()
     server = AppServer(timed=True, env={PEERS[peer]: "1"} if peer else None)
     try:
         healthy = time.perf_counter()
@@ -148,11 +150,12 @@ def cold_start(browser, throttle: float, visitors: int, peer: str | None = None)
         page.add_init_script(PAINTED_JS)
         page.goto(server.url)
         page.wait_for_selector(CHART, timeout=60_000)
-        drawn = time.perf_counter()
+        drawn, busy = time.perf_counter(), busy_seconds() - busy
         painted = page.wait_for_function("window.__apFirstChartPainted").json_value()
         first = server.script_runs()[0] if server.script_runs() else {}
         out = {"ms": round((drawn - t0) * 1000), "painted_ms": round(painted - t0_wall * 1000),
                "server_up_ms": round((healthy - t0) * 1000), "frontend_loaded_ms": frontend_loaded(page),
+               "cores_busy": round(busy / (drawn - t0), 2),
                "first_script_run_ms": round(first["ms"]) if first else None,
                "first_script_run_cpu_ms": round(first["cpu_ms"]) if first else None}
         wait_idle(page)
@@ -280,7 +283,8 @@ def main() -> None:
         for peer, name in ((None, "cold_start_ms"), (args.peer, f"cold_start_without_{args.peer}_ms")):
             out[name] = {"runs": starts[peer], "median": statistics.median(s["ms"] for s in starts[peer]),
                          "painted_median": statistics.median(s["painted_ms"] for s in starts[peer]),
-                         "frontend_loaded_median": statistics.median(s["frontend_loaded_ms"] for s in starts[peer])}
+                         "frontend_loaded_median": statistics.median(s["frontend_loaded_ms"] for s in starts[peer]),
+                         "cores_busy_median": round(statistics.median(s["cores_busy"] for s in starts[peer]), 2)}
         for name in ("first_visit_ms", "first_visit_server_cpu_ms"):
             for peer, suffix in ((None, ""), (args.peer, f"_without_{args.peer}")):
                 visits = [s[name] for s in starts[peer]]
