@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import torch
+from helpers.repo import ROOT
 
 from transformer.analysis.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
 from transformer.network.special_tokens import EOS, PAD
@@ -367,3 +370,27 @@ def test_a_job_stops_at_the_target_after_confirming_it(make_job):
     assert (snap.state, snap.finished_reason, snap.step) == ("finished", "target reached", 10)
     # a cheap teacher-forced check, then the confirmation by greedy decoding on more samples
     assert [(row["decoding"], row["samples"]) for row in snap.history] == [("teacher_forced", 8), ("greedy", 16)]
+
+
+# A script that ends while its job trains (steps of ~50 ms: the exit comes mid-step). Its own exit handler is
+# registered before thread_job's, so it runs after it and sees how the job ended.
+EXIT_WHILE_TRAINING = """
+import atexit, time
+atexit.register(lambda: print("after", job.snapshot().state, job.snapshot().finished_reason, flush=True))
+from transformer.runs.thread_job import TrainingJob
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
+config = TrainConfig(task="reverse", steps=100_000, batch_size=64, eval_every=100_000)
+job = TrainingJob(Trainer(config, {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_enc_layers": 3, "n_dec_layers": 3}))
+job.start()
+while job.snapshot().step < 3:
+    time.sleep(0.01)
+print("exit", flush=True)
+"""
+
+
+def test_a_script_that_ends_while_its_job_trains_stops_the_job_and_exits_cleanly():
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_TRAINING], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # not 134: "terminate called ..."
+    assert done.stdout.split() == ["exit", "after", "stopped", "stopped"], done.stdout

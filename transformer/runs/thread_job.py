@@ -4,10 +4,15 @@ per-process cap on live jobs.
 A thread shares its interpreter with whatever else the process does: TrainingJob is for notebooks, the CLI and
 scripts (and the worker process of a ProcessJob runs one); the app trains in worker processes
 (`process_job.ProcessJob`, the same interface, on the server's queue).
+
+A script or notebook that ends while a job trains stops it after the step under way and waits for it (at most
+EXIT_WAIT seconds): a thread left inside torch's C++ code as the interpreter ends aborts the whole process
+("terminate called without an active exception", exit status 134).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections import deque
@@ -22,6 +27,7 @@ from transformer.training.trainer import Trainer
 from .job import MAX_PROBES, SETTLE_TIMEOUT, TRAINING_THREADS, Job, JobLimitError, JobSnapshot
 
 MAX_CONCURRENT_JOBS = 4  # per process: training jobs whose thread is alive (running or paused)
+EXIT_WAIT = 10.0  # seconds the interpreter's exit waits, in all, for live jobs to end their step under way
 
 _live_jobs: set["TrainingJob"] = set()
 _live_jobs_lock = threading.Lock()
@@ -281,3 +287,18 @@ class TrainingJob(Job):
             self._status, self._reason, self._error = state, reason, error
             self._stepping = False
             self._state.notify_all()
+
+
+def _stop_live_jobs() -> None:
+    """At the interpreter's exit (atexit runs before daemon threads are cut off): every live job stops after its
+    step under way, and is waited for."""
+    with _live_jobs_lock:
+        jobs = list(_live_jobs)
+    for job in jobs:
+        job.stop(timeout=0)
+    deadline = time.monotonic() + EXIT_WAIT
+    for job in jobs:
+        job.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_live_jobs)
