@@ -1,6 +1,6 @@
 """What the tests of training runs share, whatever runs them (a worker process, a Ray actor): waiting for a run's
-state, the children this process has, and the lifecycle and the finish at max steps every backend must go through
-the same way."""
+state (each test file with its own bound), the children this process has, and the lifecycle and the finish at max
+steps every backend must go through the same way."""
 
 from __future__ import annotations
 
@@ -10,14 +10,19 @@ import time
 from transformer.network.decoding import greedy_decode
 from transformer.runs.probe import ProbeResult
 
-BOOT = 120.0  # seconds a run may take to start: a fresh worker imports torch (and ray), far longer when loaded
 
 
-def wait_for(condition, timeout: float = BOOT, what: str = "the run") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
+def waiter(timeout: float, what: str):
+    """A test file's `wait_for(condition, timeout=timeout, what=what)`: polls `condition` every 10 ms and fails,
+    naming `what`, once `timeout` seconds have passed."""
+
+    def wait_for(condition, timeout: float = timeout, what: str = what) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.01)
+
+    return wait_for
 
 
 def child_pids() -> set[int]:
@@ -39,9 +44,10 @@ def child_pids() -> set[int]:
     return children
 
 
-def starts_paused_then_steps_and_runs(job) -> None:
+def starts_paused_then_steps_and_runs(job, wait_for) -> None:
     """A job whose probe (text "ab", probing every step) is slow: started paused, it probes the untrained model;
-    three single steps with a new probe text; then running, it trains on and keeps its history."""
+    three single steps with a new probe text; then running, it trains on and keeps its history. `wait_for`: the
+    test file's (`waiter`)."""
     job.start(paused=True)
     wait_for(lambda: job.snapshot().probes)  # it is up: it probed the untrained model
     assert job.snapshot().state == "paused" and job.snapshot().step == 0 and job.position() is None
@@ -57,9 +63,9 @@ def starts_paused_then_steps_and_runs(job) -> None:
     assert job.snapshot().state == "running" and job.snapshot().history[0]["step"] == 10
 
 
-def pauses_steps_and_stops(job) -> None:
+def pauses_steps_and_stops(job, wait_for) -> None:
     """A running job: paused, it stays at its step and gives its slot back; five steps exactly; resumed, a bundle
-    taken between steps; stopped, its last weights kept."""
+    taken between steps; stopped, its last weights kept. `wait_for`: the test file's (`waiter`)."""
     job.pause()  # returns once the run is between steps: the step shown is the step it stays at
     paused = job.snapshot()
     assert paused.state == "paused" and job.position() is None  # a paused run gives its slot back

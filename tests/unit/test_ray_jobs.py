@@ -31,9 +31,7 @@ from pathlib import Path
 
 import pytest
 from helpers.repo import ROOT
-from helpers.jobs import (
-    BOOT, finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for,
-)
+from helpers.jobs import finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, waiter
 from helpers.worker_probes import FailingProbe, TextProbe
 
 from transformer.network.decoding import greedy_decode
@@ -56,6 +54,8 @@ ray = None  # imported by the `cluster` fixture, once LOCAL_ENV is set: Ray read
 TINY_MODEL = {"n_enc_layers": 1, "n_dec_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32}
 TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, steps=100_000, batch_size=8,
                          lr=3e-3, warmup=5, eval_every=10, eval_samples=8, confirm_samples=16, device="cpu")
+BOOT = 120.0  # seconds for an actor to start: a fresh worker process imports ray and torch (far longer when loaded)
+wait_for = waiter(BOOT, "the actor")
 CPUS = 2
 LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
@@ -260,7 +260,7 @@ def test_every_backend_keeps_the_job_interface(backend, request):
 
 def test_the_lifecycle_and_nothing_listens_beyond_loopback(cluster, make):
     job = make(probe=TextProbe("ab", delay=0.02), probe_every=1)  # a slow probe: every step takes 20+ ms
-    starts_paused_then_steps_and_runs(job)
+    starts_paused_then_steps_and_runs(job, wait_for)
     assert job.node_ip == "127.0.0.1" and job.pid in cluster.processes()
 
     # While an actor trains: every socket the cluster (and this process, its driver) listens on is loopback.
@@ -269,7 +269,7 @@ def test_the_lifecycle_and_nothing_listens_beyond_loopback(cluster, make):
     assert {proto for _, proto, _, _ in sockets} <= {"tcp", "tcp6"}
     assert [s for s in sockets if not _loopback(s[2])] == []
 
-    pauses_steps_and_stops(job)
+    pauses_steps_and_stops(job, wait_for)
 
 
 def test_runs_finish_with_working_weights_and_errors_are_reported(make):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 import torch
-from helpers.jobs import BOOT, wait_for
+from helpers.jobs import waiter
 
 from transformer.runs.job import JobLimitError
 from transformer.runs.probe import Probe
@@ -19,6 +19,8 @@ from transformer.training.config import TrainConfig
 MODEL = {"n_enc_layers": 1, "n_dec_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32, "dropout": 0.1}
 TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, steps=100_000, batch_size=8, lr=3e-3,
                     warmup=5, eval_every=10, eval_samples=8, confirm_samples=16, device="cpu", optimizer="muon")
+BOOT = 90.0  # seconds a worker may take to start on a loaded machine
+wait_for = waiter(BOOT, "the worker")
 
 
 def stepped(job: ProcessJob, steps: int) -> None:

@@ -11,6 +11,7 @@ import time
 
 import pytest
 import torch
+from helpers.jobs import waiter
 from helpers.repo import ROOT
 
 from transformer.analysis.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
@@ -37,11 +38,7 @@ def tiny_trainer(**overrides) -> Trainer:
     return Trainer(tiny_config(**overrides), TINY_MODEL)
 
 
-def wait_for(condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the training thread"
-        time.sleep(0.01)
+wait_for = waiter(20.0, "the training thread")
 
 
 @pytest.fixture

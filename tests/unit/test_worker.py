@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 from helpers.jobs import (
-    BOOT, child_pids, finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, wait_for,
+    child_pids, finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, waiter,
 )
 from helpers.worker_probes import FailingProbe, TextProbe
 
@@ -33,6 +33,8 @@ from transformer.training.trainer import Trainer
 TINY_MODEL = {"n_enc_layers": 1, "n_dec_layers": 1, "d_model": 16, "n_heads": 2, "d_ff": 32}
 TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, steps=100_000, batch_size=8,
                          lr=3e-3, warmup=5, eval_every=10, eval_samples=8, confirm_samples=16, device="cpu")
+BOOT = 60.0  # seconds a worker may take to start: importing torch takes 2 s idle, far more on a loaded machine
+wait_for = waiter(BOOT, "the worker")
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -61,8 +63,8 @@ def make_job():
 # -- lifecycle ----------------------------------------------------------------------------------------
 def test_start_pause_resume_step_stop(make_job):
     job = make_job(probe=TextProbe("ab", delay=0.02), probe_every=1)  # a slow probe: every step takes 20+ ms
-    starts_paused_then_steps_and_runs(job)
-    pauses_steps_and_stops(job)
+    starts_paused_then_steps_and_runs(job, wait_for)
+    pauses_steps_and_stops(job, wait_for)
     assert job.pid not in child_pids()  # ended and reaped
 
 
