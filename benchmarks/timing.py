@@ -47,28 +47,43 @@ def use_cpu_kind(argv: list[str] | None = None) -> str:
     return kind
 
 
-def cpu_model() -> str:
-    """The CPU's model name as lscpu prints it (the platform's processor string where lscpu is missing)."""
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what decides torch's kernels and bfloat16's speed
+
+
+def lscpu() -> dict[str, str]:
+    """lscpu's "Name: value" lines ({} where lscpu is missing)."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         out = ""
-    for line in out.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
+    return {name.strip(): value.strip() for name, _, value in (line.partition(":") for line in out.splitlines())}
+
+
+def cpu_model() -> str:
+    """The CPU's model name as lscpu prints it (the platform's processor string where lscpu is missing)."""
     import platform
 
-    return platform.processor() or platform.machine()
+    return lscpu().get("Model name") or platform.processor() or platform.machine()
+
+
+def cpu_kind() -> dict:
+    """What tells two CPUs of one model name apart (a VM's "AMD EPYC" is a Zen 3 or a Zen 5): lscpu's family and
+    model numbers, and which of ISA_FLAGS the CPU has."""
+    info = lscpu()
+    flags = set(info.get("Flags", "").split())
+    return {"family": info.get("CPU family"), "model": info.get("Model"),
+            "isa": [flag for flag in ISA_FLAGS if flag in flags]}
 
 
 def machine(torch_threads: int | None = None) -> dict:
-    """Where a figure was measured: CPU model, torch's CPU capability (what its kernels use here, caps included),
-    the caps set, torch's intra-op threads (`torch_threads` when the measured work sets its own), the CPUs this
-    process may run on, the load average now, and whether torch sees a GPU."""
+    """Where a figure was measured: CPU model and kind (`cpu_kind`), torch's CPU capability (what its kernels use
+    here, caps included), the caps set, torch's intra-op threads (`torch_threads` when the measured work sets its
+    own), the CPUs this process may run on, the load average now, and whether torch sees a GPU."""
     import torch
 
     return {
         "cpu_model": cpu_model(),
+        "cpu_kind": cpu_kind(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_caps": {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ},
         "torch_threads": torch.get_num_threads() if torch_threads is None else torch_threads,
