@@ -14,6 +14,7 @@ from transformer.charts.export import chart_config, matrix_to_csv, table_to_csv
 from transformer.charts.fonts import export_language
 from transformer.i18n import language, t, using
 
+from . import step_player
 from .markdown import code
 from .sidebar import EXPORT_FORMAT, presenting
 
@@ -63,6 +64,13 @@ def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, *
         fig = presenter_sized(fig)
     return st.plotly_chart(fig, config=chart_config(filename, fmt), key=key,
                            on_select=on_select or "ignore", **kwargs)
+
+
+def show_live_figure(fig, filename: str, *, key: str) -> None:
+    """`show_figure` for a chart that changes while a run trains: a changed figure is drawn into the chart shown
+    (step_player.live_chart), not as a new chart."""
+    step_player.live_chart(key, presenter_sized(fig) if presenting() else fig, filename,
+                           st.session_state.get(EXPORT_FORMAT, "png"))
 
 
 def for_export(build) -> go.Figure:

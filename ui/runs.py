@@ -46,7 +46,7 @@ MAX_HISTORY = 8  # earlier runs kept for the runs table (each holds its last wei
 RUN_COUNT = "train_run_count"  # session_state key: runs numbered so far
 KEPT = "train_kept_snapshots"  # session_state key: registry keys of kept snapshots, oldest first
 MAX_SNAPSHOTS = 6  # kept snapshots per session; the oldest that is not active goes first
-CHARTED = "train_charted"  # session_state key: (run number, time, snapshot) the live charts were last drawn from
+CHARTED = "train_charted"  # session_state key: (run number, snapshot) the live charts were last drawn from
 POLL_SECONDS = 0.75  # live view refresh while training runs: its progress and metrics
 CHART_SECONDS = 1.5  # and its charts (curves, probe)
 POLL_IDLE = 0.15  # seconds of each poll left without a wait (the next poll must find the last one over)
@@ -312,16 +312,15 @@ def asked_again(ctx) -> bool:
 
 
 def chart_snapshot(run: Run, now: JobSnapshot) -> JobSnapshot:
-    """The snapshot a live run's charts are drawn from, given its newest (`now`): renewed at every other poll
-    (CHART_SECONDS), the same one at the polls between, and not renewed when the run ends sooner than the next
-    renewal would come: its end redraws the charts, and a frame shown for less than a renewal interval would have
-    cost the browser as much CPU as any other (the training of a run of a few seconds, on a laptop's two cores, lost
-    a tenth of its time to it). Until it holds the first probe (taken before the first step), at every run."""
-    at, kept, left = time.monotonic(), st.session_state.get(CHARTED), now.seconds_left()
-    if (kept is None or kept[0] != run.number or not kept[2].probes
-            or (at - kept[1] >= CHART_SECONDS - POLL_SECONDS / 2 and (left is None or left > CHART_SECONDS))):
-        kept = st.session_state[CHARTED] = (run.number, at, now)
-    return kept[2]
+    """The snapshot a live run's charts are renewed from (every CHART_SECONDS, or on a pick), given its newest
+    (`now`): `now`, unless the run ends sooner than the next renewal would come; then the one drawn last, since
+    its end redraws the charts, and a frame shown for less than a renewal interval would have cost the browser as
+    much CPU as any other (the training of a run of a few seconds, on a laptop's two cores, lost a tenth of its
+    time to it). Until it holds the first probe (taken before the first step), `now` always."""
+    kept, left = st.session_state.get(CHARTED), now.seconds_left()
+    if kept is None or kept[0] != run.number or not kept[1].probes or left is None or left > CHART_SECONDS:
+        kept = st.session_state[CHARTED] = (run.number, now)
+    return kept[1]
 
 
 def take_message(slot: str) -> tuple[str, str] | None:

@@ -193,10 +193,25 @@ function chart({ data, parentElement }, state) {
   }
   if (state.figuresId !== data.figures_id) forget(state);  // new figures or toolbar: draw them anew
   state.figuresId = data.figures_id;
+  const renewed = state.figureId !== data.figure_id;  // a live chart's one figure changed
+  state.figureId = data.figure_id;
   state.data = data;
   const shown = SHOWN[data.channel];
-  if (shown && shown.version === data.version) draw(state, shown.step);
+  if (data.alone) {  // a live chart (ui/step_player.live_chart): no player, its one figure redrawn in place
+    if (renewed && state.drawn === 0) renew(state);
+    else draw(state, 0);
+  } else if (shown && shown.version === data.version) {
+    draw(state, shown.step);
+  }
   return () => { if (!state.div.isConnected) stop(state); };
+}
+
+function renew(state) {
+  // A live chart's new figure, into the graph it shows: Plotly.react keeps the graph's elements and toolbar
+  const graph = state.graphs.get(0);
+  state.div.dataset.apStep = "";
+  graph.drawn = window.Plotly.react(graph, ...figure(state, 0), state.config);
+  graph.drawn.then(() => { if (state.graphs.get(0) === graph) state.div.dataset.apStep = "1"; });
 }
 
 function forget(state) {

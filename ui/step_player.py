@@ -7,7 +7,10 @@ A player (step buttons, slider, arrow keys, the token strips and the step's sent
 it meet on a channel; `version` names the decode they show. Both are one st.components.v2 component whose
 JavaScript is step_player.js. The charts are drawn with the plotly.js of Streamlit's own chart element
 (ui/preload.py has the browser load it) in Streamlit's chart look (ui/chart_look.py), as st.plotly_chart draws
-the app's other charts."""
+the app's other charts.
+
+`live_chart` is that chart with no player: one figure, drawn again in place when it changes (the Train page's live
+curves and probe)."""
 
 from __future__ import annotations
 
@@ -92,9 +95,24 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
     """A chart that shows `figures[step]` (figure_json specs) for the step its channel's player shows, in the
     decode named `decode`; `look` names whatever else the figures depend on (a scale, presenter mode), so new
     figures (or a new toolbar) are drawn anew. Its toolbar camera saves `filenames[step].fmt` at `scale`."""
-    data = {"role": "chart", "channel": channel, "version": decode,
+    _component(key=key, data=_chart_data(channel, decode, kind, figures, filenames, fmt, look, scale))
+
+
+def live_chart(key: str, fig: go.Figure, filename: str, fmt: str, scale: float = 2) -> None:
+    """A chart of one figure that changes while a run trains, with no player: a changed figure is drawn into the
+    same graph (Plotly.react) and nothing more; the same figure sent again draws nothing. st.plotly_chart's way to
+    the same redraw (its theme applied anew, its element state updated) cost Chromium ~0.07 of a core more on the
+    Train page of a 2-core AVX2 laptop, which its training lost (docs/MEASUREMENTS.md). Its toolbar camera saves
+    `filename.fmt` at `scale`."""
+    spec = figure_json(fig)
+    data = _chart_data(key, "", key, [spec], [filename], fmt, (), scale)
+    _component(key=key, data={**data, "alone": True, "figure_id": version(json.dumps(spec, sort_keys=True))})
+
+
+def _chart_data(channel: str, decode: str, kind: str, figures: list[dict], filenames: list[str], fmt: str,
+                look: tuple, scale: float) -> dict:
+    return {"role": "chart", "channel": channel, "version": decode,
             "figures_id": version(decode, kind, look, fmt, scale),
             "kind": kind, "figures": figures, "filenames": filenames,
             "config": {"format": fmt, "scale": scale, "left_out": TOOLS_LEFT_OUT},
             "template": STREAMLIT_LOOK, "waiting": t("app.player.waiting")}
-    _component(key=key, data=data)

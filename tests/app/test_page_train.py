@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from helpers.jobs import child_pids
+from helpers import plotly_specs
 from helpers.page_probes import DivergingProbe
 from helpers.repo import link_id, needs_reverse
 from helpers.train_page import (
@@ -291,7 +292,8 @@ def test_probe_snapshots_follow_training_then_scrub_when_paused(train_page):
     long_run(at)
     at.button(key="train_start").click().run()
     # the page drew two probe snapshots (the job's own count may be ahead of the render that was checked)
-    wait_for(at, lambda a: a.get("plotly_chart") and any(s.key == key("snapshot") for s in a.select_slider))
+    wait_for(at, lambda a: plotly_specs.shown(a, "train_probe_chart")
+             and any(s.key == key("snapshot") for s in a.select_slider))
     slider = at.select_slider(key=key("snapshot"))
     assert slider.disabled and at.toggle(key=key("follow")).value  # following: the newest snapshot
     assert str(slider.value) == slider.options[-1] and f"training step {slider.value:,}" in probe_chart(at)[0]
@@ -333,7 +335,8 @@ def test_a_run_that_finishes_while_followed_shows_its_final_probe(train_page):
     at.number_input(key=key("steps")).set_value(runs.PROBE_EVERY + 5).run()
     at.button(key="train_start").click().run()
     # the page as rendered, not the job: a run may finish between a render and a look at its job
-    wait_for(at, lambda a: any(m.value.startswith("**Finished:**") for m in a.markdown) and a.get("plotly_chart"))
+    wait_for(at, lambda a: any(m.value.startswith("**Finished:**") for m in a.markdown)
+             and plotly_specs.shown(a, "train_probe_chart"))
     assert state(at) == "finished" and any("completed all" in m.value for m in at.markdown)
     assert f"training step {runs.PROBE_EVERY + 5}" in probe_chart(at)[0]
     assert at.button(key="train_use") and not at.button(key="train_start").disabled
@@ -593,18 +596,15 @@ class Numbered:
         self.number = number
 
 
-def test_the_live_charts_are_renewed_every_other_poll_unless_the_run_ends_before_the_next(monkeypatch):
-    """... and at once until they hold the first probe."""
-    clock = [100.0]
-    monkeypatch.setattr(runs.time, "monotonic", lambda: clock[0])
+def test_the_live_charts_are_renewed_at_every_renewal_unless_the_run_ends_before_the_next(monkeypatch):
+    """... and always until they hold the first probe."""
     monkeypatch.setattr(runs.st, "session_state", {})
     run = Numbered()
     assert runs.chart_snapshot(run, snapshot_at(0, 0.0, probed=False)).step == 0
     assert runs.chart_snapshot(run, snapshot_at(10, 50.0)).step == 10  # the first probe has come: at once
-    for at, step, shown in ((0.75, 50, 10), (1.5, 90, 90), (2.25, 130, 90), (3.0, 170, 170),
-                            (3.75, 230, 170), (4.5, 240, 170)):  # from step 240, 1.2 s left: the end redraws them
-        clock[0] = 100.0 + at
-        assert runs.chart_snapshot(run, snapshot_at(step, 50.0)).step == shown, at
+    for step, shown in ((90, 90), (170, 170), (230, 170), (240, 170)):  # from step 230, 1.4 s left: the end redraws
+        assert runs.chart_snapshot(run, snapshot_at(step, 50.0)).step == shown, step
+    assert runs.chart_snapshot(run, snapshot_at(240, 50.0, "paused")).step == 240  # no end in sight: renewed
     assert runs.chart_snapshot(Numbered(2), snapshot_at(5, 50.0)).step == 5  # a new run: its own
 
 

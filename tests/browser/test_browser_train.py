@@ -23,7 +23,7 @@ CURVES_POINTS = """() => {
 }"""
 PROBE_TITLE = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
-    .find(d => d.layout && d.layout.title && d.layout.title.text.includes('Cross-attention'));
+    .find(d => (d.layout?.title?.text ?? '').includes('Cross-attention'));  // the curves have no title
   return chart ? chart.layout.title.text : null;
 }"""
 
@@ -98,7 +98,10 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     click_seconds = time.monotonic() - began
     print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
     wait_until(page, lambda: step_shown(page) > step_before_click + 20, "training to continue")
+    # a renewal draws the new figures into the graphs shown (st.plotly_chart would mount new ones: twice the work)
+    page.evaluate("() => { window.__curves = document.querySelector('.st-key-train_curves .js-plotly-plot'); }")
     wait_until(page, lambda: (page.evaluate(CURVES_POINTS) or [0])[0] > points, "the curve to grow")
+    assert page.evaluate("() => document.querySelector('.st-key-train_curves .js-plotly-plot') === window.__curves")
 
     page.get_by_role("button", name="Pause", exact=True).click()
     settle(page)

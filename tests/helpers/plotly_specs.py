@@ -26,10 +26,18 @@ def specs(at) -> list[dict]:
 
 
 def spec(at, key: str) -> dict:
-    """The spec of the chart shown with widget key `key` (Streamlit ends the element id with it)."""
-    found = [el for el in at.get("plotly_chart") if el.proto.id.endswith(f"-{key}")]
+    """The spec of the chart shown with widget key `key` (Streamlit ends the element id with it): an st.plotly_chart,
+    or a live chart (ui/step_player.live_chart)."""
+    found = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith(f"-{key}")]
+    found += [data["figures"][0] for el in at.get("bidi_component") if el.proto.id.endswith(f"-{key}")
+              and (data := json.loads(el.proto.json)).get("alone")]
     assert len(found) == 1, f"{len(found)} charts with key {key!r}"
-    return json.loads(found[0].proto.spec)
+    return found[0]
+
+
+def shown(at, key: str) -> bool:
+    """Whether a chart with widget key `key` is on the page (see `spec`)."""
+    return any(el.proto.id.endswith(f"-{key}") for kind in ("plotly_chart", "bidi_component") for el in at.get(kind))
 
 
 def z(at, key: str, trace: int = 0) -> np.ndarray:

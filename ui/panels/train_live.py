@@ -108,7 +108,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
     if head is None:
         st.caption(":material/south: " + t("train.live.grid_below"))
     with wide if head is None else st.container():
-        display.show_figure(fig, filename, key="train_probe_chart")
+        display.show_live_figure(fig, filename, key="train_probe_chart")
     expected = task.answer(result.source)
     verdict = "" if expected is None else (t("train.live.right") if result.output_text == expected
                                            else t("train.live.wrong", expected=code(expected)))
@@ -194,12 +194,19 @@ def status_line(run: runs.Run, snapshot) -> None:
     st.progress(value, text=text)
 
 
+def newest(run: runs.Run):
+    """The run's newest snapshot; a run that has changed state since the page was drawn (running -> paused or
+    finished) reruns the whole page instead (its controls, the polling off)."""
+    snapshot = run.snapshot()
+    if snapshot.state != runs.drawn_state():
+        st.rerun()
+    return snapshot
+
+
 def live_status(run: runs.Run):
     """The run's progress (its place in line while it waits) and latest metrics; returns the snapshot drawn."""
-    snapshot = run.snapshot()
+    snapshot = newest(run)
     run.heartbeat()
-    if snapshot.state != runs.drawn_state():
-        st.rerun()  # running -> paused/finished: redraw the whole page (controls, polling off)
     status_line(run, snapshot)
     metrics_line(snapshot)
     memorising_note(run, snapshot)
@@ -222,7 +229,7 @@ def live_charts(view: View, run: runs.Run, snapshot, now) -> None:
         else:
             fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
                                      lambda: curves_at(snapshot, run.task.name, step))
-            display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
+            display.show_live_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
             st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves", n=every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)
@@ -271,18 +278,25 @@ def keep_row(run: runs.Run, snapshot) -> None:
 
 
 def live_polling(view: View, run: runs.Run) -> None:
-    """The live view while the run trains, redrawn every POLL_SECONDS: its progress at every poll, its charts from
-    a snapshot renewed every CHART_SECONDS (a chart redrawn costs the browser ~100 ms of CPU, which a laptop's
-    training would lose; the same figure sent again is not redrawn). Between polls it watches for the run's end
-    (runs.watch_until_next_poll). One fragment: a second one's polls would wait behind that watch and end it."""
-    st.fragment(live_poll, run_every=runs.POLL_SECONDS)(view, run)
+    """The live view while the run trains, in two fragments that redraw themselves: its progress every
+    POLL_SECONDS, and its charts, renewed, every CHART_SECONDS. Each fragment run sends all its elements to the
+    browser again, and the browser draws them again whether they changed or not: on a 2-core AVX2 laptop the
+    charts sent at every progress poll cost Chromium a fifth of a core, which training lost (docs/MEASUREMENTS.md).
+    Between its polls the progress fragment watches for the run's end (runs.watch_until_next_poll); the charts'
+    renewal, like a click, ends that watch and runs next."""
+    st.fragment(live_poll, run_every=runs.POLL_SECONDS)(run)
+    st.fragment(live_chart_renewal, run_every=runs.CHART_SECONDS)(view, run)
 
 
-def live_poll(view: View, run: runs.Run) -> None:
+def live_poll(run: runs.Run) -> None:
     polled = time.monotonic()
     now = live_status(run)
-    live_charts(view, run, runs.chart_snapshot(run, now), now)
     runs.watch_until_next_poll(run, polled, now.state)
+
+
+def live_chart_renewal(view: View, run: runs.Run) -> None:
+    now = newest(run)
+    live_charts(view, run, runs.chart_snapshot(run, now), now)
 
 
 @st.fragment
