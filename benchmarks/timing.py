@@ -10,6 +10,7 @@ imported, and every process a script starts (a server, its workers, a CLI run) i
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import subprocess
@@ -50,8 +51,9 @@ def use_cpu_kind(argv: list[str] | None = None) -> str:
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what decides torch's kernels and bfloat16's speed
 
 
+@functools.cache
 def lscpu() -> dict[str, str]:
-    """lscpu's "Name: value" lines ({} where lscpu is missing)."""
+    """lscpu's "Name: value" lines ({} where lscpu is missing), read once a process."""
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):

@@ -59,9 +59,7 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
 def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, **kwargs):
     """Plot `fig`; its toolbar camera saves `<filename>.png|svg` (the sidebar's format) at slide scale.
     In presenter mode it is shown larger (presenter_sized), and the toolbar camera saves it as shown."""
-    fmt = st.session_state.get(EXPORT_FORMAT, "png")
-    if presenting():
-        fig = presenter_sized(fig)
+    fig, fmt = as_shown(fig)
     return st.plotly_chart(fig, config=chart_config(filename, fmt), key=key,
                            on_select=on_select or "ignore", **kwargs)
 
@@ -69,8 +67,13 @@ def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, *
 def show_live_figure(fig, filename: str, *, key: str) -> None:
     """`show_figure` for a chart that changes while a run trains: a changed figure is drawn into the chart shown
     (step_player.live_chart), not as a new chart."""
-    step_player.live_chart(key, presenter_sized(fig) if presenting() else fig, filename,
-                           st.session_state.get(EXPORT_FORMAT, "png"))
+    fig, fmt = as_shown(fig)
+    step_player.live_chart(key, fig, filename, fmt)
+
+
+def as_shown(fig) -> tuple[go.Figure, str]:
+    """`fig` as this session shows it (presenter mode's larger copy) and the export format its camera saves."""
+    return presenter_sized(fig) if presenting() else fig, st.session_state.get(EXPORT_FORMAT, "png")
 
 
 def for_export(build) -> go.Figure:

@@ -108,7 +108,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     click_seconds = time.monotonic() - began
     print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
     wait_until(page, lambda: step_shown(page) > step_before_click + 20, "training to continue")
-    # a renewal draws the new figures into the graphs shown (st.plotly_chart would mount new ones: twice the work)
+    # a renewal draws the new figure into the graph shown (Plotly.react), not into a new graph
     page.evaluate("() => { window.__curves = document.querySelector('.st-key-train_curves .js-plotly-plot'); }")
     wait_until(page, lambda: (page.evaluate(CURVES_POINTS) or [0])[0] > points, "the curve to grow")
     assert page.evaluate("() => document.querySelector('.st-key-train_curves .js-plotly-plot') === window.__curves")

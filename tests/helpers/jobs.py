@@ -11,7 +11,6 @@ from transformer.network.decoding import greedy_decode
 from transformer.runs.probe import ProbeResult
 
 
-
 def waiter(timeout: float, what: str):
     """A test file's `wait_for(condition, timeout=timeout, what=what)`: polls `condition` every 10 ms and fails,
     naming `what`, once `timeout` seconds have passed."""
