@@ -165,9 +165,12 @@ def shown(pg) -> dict:
 
 
 def type_number(pg, name: str, value: str) -> None:
+    """Type a setting and wait until the page has taken it (it is in the address), as a reader would before the
+    next: on a busy machine a quick second entry can overtake the first's rerun."""
     box = pg.locator(f".st-key-train_{name}_widget input")
     box.fill(value)
     box.press("Enter")
+    pg.wait_for_function("part => location.search.split(/[?&]/).includes(part)", arg=f"{name}={value}")
     settle(pg)
 
 
