@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.browser import on_a_fresh_server, open_app_page, screenshot, settle, wait_for_app
+from helpers.browser import choose, on_a_fresh_server, open_app_page, screenshot, settle, wait_for_app
 from helpers.repo import needs_reverse
 
 from transformer.charts.export import image_export_available
@@ -76,8 +76,7 @@ def test_attention_page_paints_exports_and_its_link_restores_the_view_on_a_fresh
     pg.locator(".st-key-attention_kind_widget").get_by_role("radio", name="Encoder self-attention").click()
     settle(pg)
     for picker, option in (("layer", "Layer 2"), ("head", "Head 3")):
-        pg.locator(f".st-key-attention_{picker}_encoder_self").click()
-        pg.get_by_role("option", name=option).click()
+        choose(pg, pg.locator(f".st-key-attention_{picker}_encoder_self"), option)
         settle(pg)
     click_cell(pg, PICKED, 2, 3, 15)
     pg.wait_for_function("() => /cell=2(%2C|,)3/.test(location.search)")

@@ -5,7 +5,7 @@ numbers to plotly.js's guess; left to guess, it makes a linear axis and paints n
 from __future__ import annotations
 
 import pytest
-from helpers.browser import open_app_page, screenshot, wait_for_app
+from helpers.browser import choose, open_app_page, screenshot, wait_for_app
 from helpers.repo import ROOT
 
 DATES = ROOT / "assets" / "checkpoints" / "dates.safetensors"
@@ -28,8 +28,7 @@ PAGES = {"Step-by-step decoding": 2, "All attention heads": 4, "Masks": 9, "Posi
 def test_date_labels_stay_categories_on_every_page(fresh_server, page):
     pg = page
     open_app_page(pg, f"{fresh_server.url}/decode")
-    pg.locator("[data-testid=stSidebar]").get_by_role("combobox").click()
-    pg.get_by_role("option", name="dates (pretrained)").click()
+    choose(pg, pg.locator("[data-testid=stSidebar]").get_by_role("combobox"), "dates (pretrained)")
     wait_for_app(pg)
     for link, least in PAGES.items():
         pg.locator("[data-testid=stSidebarNav]").get_by_role("link", name=link).click()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.browser import on_a_fresh_server, open_app_page, read_settled, screenshot, settle
+from helpers.browser import choose, on_a_fresh_server, open_app_page, read_settled, screenshot, settle
 from helpers.repo import REVERSE, needs_reverse
 
 from transformer.network.decoding import greedy_decode
@@ -45,13 +45,8 @@ def active_model(pg) -> str:
 
 
 def inspect(pg, label: str) -> None:
-    """Pick `label` in the card's model picker (a second click on a combobox that kept focus does not open
-    it; the arrow key does)."""
-    box = pg.locator(f"{INSPECT} input[role=combobox]")
-    box.click()
-    if box.get_attribute("aria-expanded") != "true":
-        box.press("ArrowDown")
-    pg.get_by_role("option", name=label).click()
+    """Pick `label` in the card's model picker."""
+    choose(pg, pg.locator(f"{INSPECT} input[role=combobox]"), label)
     settle(pg, 500)
 
 
@@ -163,8 +158,8 @@ def evaluate(pg) -> None:
 def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _browser):
     pg = page
     open_app_page(pg, f"{fresh_server.url}/checkpoints")
-    pg.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input[role=combobox]").first.click()
-    pg.get_by_role("option", name="copy (pretrained)").click()  # the active model
+    choose(pg, pg.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input[role=combobox]").first,
+           "copy (pretrained)")  # the active model
     settle(pg)
     inspect(pg, "sort (pretrained)")  # another model's card
     set_number(pg, SAMPLES, 60)

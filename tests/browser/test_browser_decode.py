@@ -5,7 +5,7 @@ redraws, keys, bursts, its look) is in test_browser_step_player.py."""
 from __future__ import annotations
 
 import pytest
-from helpers.browser import on_a_fresh_server, open_app_page, read_settled, screenshot, settle, wait_for_app
+from helpers.browser import choose, on_a_fresh_server, open_app_page, read_settled, screenshot, settle, wait_for_app
 from helpers.repo import REVERSE, needs_reverse
 
 from transformer.charts.export import chart_filename
@@ -98,8 +98,7 @@ def view(pg) -> dict:
 def test_a_copied_link_restores_the_view_on_a_fresh_server(fresh_server, page, _browser):
     pg = page
     open_decode(pg, fresh_server.url)
-    pg.locator(".st-key-active_model_widget").click()
-    pg.get_by_role("option", name="copy (pretrained)").click()
+    choose(pg, pg.locator(".st-key-active_model_widget"), "copy (pretrained)")
     settle(pg)
     box = pg.locator(".st-key-shared_input_widget input")
     box.fill("hello")

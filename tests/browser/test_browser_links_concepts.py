@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.browser import on_a_fresh_server, open_app_page, screenshot, settle
+from helpers.browser import choose, on_a_fresh_server, open_app_page, screenshot, settle
 from helpers.repo import needs_reverse
 
 pytestmark = [pytest.mark.browser, needs_reverse]
@@ -36,8 +36,7 @@ def pick(pg, key: str, option: str) -> None:
     opener = pg.locator(f".st-key-{key} button[aria-haspopup=listbox]")
     opener.scroll_into_view_if_needed()  # its list closes when the page scrolls: scroll first, then open it
     pg.wait_for_timeout(300)
-    opener.click()
-    pg.get_by_role("option", name=option, exact=True).click()
+    choose(pg, opener, option)
     settle(pg)
 
 

@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from helpers.browser import SCRIPT_IDLE, Server, open_app_page, read_settled, require_chromium, screenshot
+from helpers.browser import SCRIPT_IDLE, Server, choose, open_app_page, read_settled, require_chromium, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -59,16 +59,8 @@ def wait_until(pg, predicate, what: str, timeout: float = 90.0):
 
 
 def pick(pg, label: str, option: str) -> None:
-    """Choose `option` in the selectbox `label` (retried: a live redraw may land between open and click)."""
-    for _ in range(5):
-        pg.get_by_role("combobox", name=re.compile(f"^{label}")).click()
-        choice = pg.get_by_role("option", name=option, exact=True)
-        try:
-            choice.click(timeout=3000)
-            return
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError: open it again
-            pg.keyboard.press("Escape")
-    raise AssertionError(f"could not pick {option!r} in {label!r}")
+    """Choose `option` in the selectbox `label`."""
+    choose(pg, pg.get_by_role("combobox", name=re.compile(f"^{label}")), option)
 
 
 def set_tiny_config(pg) -> None:

@@ -186,6 +186,26 @@ def screenshot(pg, name: str, whole: bool | None = None) -> Path:
     return path
 
 
+def choose(pg, opener, option: str, tries: int = 5) -> None:
+    """Pick `option` in the list that clicking `opener` opens (a selectbox or multiselect). A rerun that lands
+    between the opening and the pick closes the list (seen in CI under load): then open it again. A click on a
+    box that kept its focus does not open it; the arrow key does."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        opener.click()
+        try:
+            pg.get_by_role("listbox").first.wait_for(timeout=1_000)
+        except PlaywrightTimeout:
+            pg.keyboard.press("ArrowDown")
+        try:
+            pg.get_by_role("option", name=option, exact=True).click(timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            pg.keyboard.press("Escape")
+    raise AssertionError(f"could not choose {option!r}")
+
+
 def read_settled(pg, read, expected, timeout_s: float = 15.0):
     """`read(pg)` once it equals `expected`, or the last reading when the time is up. On a page just opened
     a number box may show its minimum for a moment before its value arrives (seen in CI under load), so a
