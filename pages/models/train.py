@@ -18,7 +18,7 @@ from transformer.tasks.custom import parse_pairs
 from ui import model_registry as registry
 from ui import runs
 from ui.panels.train_live import check_probe_view, live_polling, live_static, preview_view, probe_box, show_message
-from ui.panels.train_settings import check_settings, number, settings_panel
+from ui.panels.train_settings import check_settings, live_settings, number, settings_panel
 from ui.run_settings import RunSettings, settings_problem
 from ui.state import View
 from ui.tables.train import TRAIN, settings_of, values_of
@@ -194,13 +194,14 @@ def main() -> None:
     notes = intro(live)
     areas = [st.container() for _ in range(3)]  # settings, then the controls, then the run ...
     settings_area, controls_area, run_area = (areas[2], areas[0], areas[1]) if live else areas
-    if live:  # ... unless a run is live: its view takes the first screen, the locked settings fold below it
+    if live:  # ... unless a run is live: its view takes the first screen, its settings fold below it, to read
         st.html(LIVE_CSS)
+        settings = settings_of(view.values())
         with settings_area, st.expander(t("train.folded"), icon=":material/settings:", expanded=False):
-            settings = settings_panel(view, locked=True)
+            live_settings(run.settings)
     else:
         with settings_area:
-            settings = settings_panel(view, locked=False)
+            settings = settings_panel(view)
     problem = run_problem(settings)
     if problem and not live:
         settings_area.error(t("train.fix", problem=problem), icon=":material/error:")

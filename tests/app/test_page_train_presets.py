@@ -21,6 +21,8 @@ from transformer.charts.training import STEP_MARK, mark_step
 from transformer.tasks import CustomTask
 from transformer.training.config import TRAIN_BOUNDS
 from transformer.training.presets import PRESETS
+from ui import runs
+from ui.run_settings import settings_summary
 from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, stop_target
 
 PRESET_NOTE = "Preset for"
@@ -87,7 +89,7 @@ def test_the_options_reach_the_worker(train_page):  # noqa: F811
     assert (train["optimizer"], train["muon_lr"], train["steps"], train["task"]) == (
         "muon", 0.03, recipe["steps"], "addition")
     assert at.session_state["train_run"].settings.target == PRESETS["addition"].target
-    summary = next(c.value for c in at.caption if c.value.startswith("**Model:**"))
+    summary = next(m.value for m in at.markdown if m.value.startswith("**Model:**"))  # the live run's settings
     assert "qk-norm" in summary and f"Muon lr 0.03 + Adam lr {recipe['lr']:g}" in summary
     assert f"batch {recipe['batch_size']}, up to {recipe['steps']:,} steps" in summary
 
@@ -128,7 +130,10 @@ def test_live_settings_fold_away_and_the_scrubbed_step_is_marked_on_the_curves(t
     wait_for(at, lambda a: state(a) == "paused" and shown_step(a) == 60)
     assert [(e.label, e.proto.expanded) for e in at.expander] == [(FOLDED, False)]  # inner sections: no expanders
     assert not at.get("latex")  # the explanation gives the screen to the run
-    assert at.selectbox(key=key("task")).disabled  # inside the folded settings, locked
+    folded, run = at.expander[0], at.session_state[runs.RUN]  # the run's settings, to read, not widgets
+    assert [m.value for m in folded.markdown] == [
+        "**Task:** Reverse a string (Shortest string 1, Longest string 16)", settings_summary(run.settings)]
+    assert not (folded.selectbox or folded.number_input or folded.checkbox or folded.toggle)
 
     steps = at.select_slider(key=TRAIN.view().widget_key("snapshot")).options
     assert len(steps) >= 3

@@ -1,5 +1,6 @@
 """The Train page's settings: the task (a built-in one with its preset, or your own pairs), the model's shape and
-the training recipe, each a prop of the page's state table, checked before Start."""
+the training recipe, each a prop of the page's state table, checked before Start; and, while a run is live, its
+settings as read-only lines."""
 
 from __future__ import annotations
 
@@ -46,12 +47,12 @@ def number(view: View, prop: IntSetting | FloatSetting, disabled: bool, **extra)
                        **extra)
 
 
-def grid(view: View, fields: dict, disabled: bool, columns: int = 3) -> None:
+def grid(view: View, fields: dict, columns: int = 3) -> None:
     """Number inputs for `fields`, `columns` to a row."""
     cols = st.columns(columns)
     for i, prop in enumerate(fields.values()):
         with cols[i % columns]:
-            number(view, prop, disabled)
+            number(view, prop, disabled=False)
 
 
 def check_settings(view: View) -> None:
@@ -80,7 +81,7 @@ def reset_to_preset(view: View) -> None:
         view.reset(name)
 
 
-def preset_row(view: View, task: str, locked: bool) -> None:
+def preset_row(view: View, task: str) -> None:
     """What the task's preset sets, the settings changed since, and a button back to the preset."""
     changed = [name for name in PRESET_PROPS if view.get(name) != view.default(name)]
     note = t("train.preset", task=task_class(task).title, settings=preset_note(task))
@@ -90,71 +91,75 @@ def preset_row(view: View, task: str, locked: bool) -> None:
     with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
         st.markdown(note, help=t("train.preset_help"))
         st.button(t("train.reset_preset"), key="train_preset_reset", icon=":material/settings_backup_restore:",
-                  disabled=locked or not changed, on_click=reset_to_preset, args=(view,))
+                  disabled=not changed, on_click=reset_to_preset, args=(view,))
 
 
-def section(title: str, icon: str, nested: bool):
-    """A collapsed expander, or (inside the live run's settings expander, where expanders cannot nest) a
-    bordered container under a bold title."""
-    if not nested:
-        return st.expander(title, icon=icon)
-    box = st.container(border=True)
-    box.markdown(f"{icon} **{title}**")
-    return box
-
-
-def settings_panel(view: View, locked: bool) -> RunSettings:
+def settings_panel(view: View) -> RunSettings:
     """Task and its parameters on one row, the task's preset under it; model shape and training settings in two
-    expanders below, with a one-line summary (read-only while a run is live, and then inside one collapsed
-    expander of its own: see main)."""
+    collapsed expanders below, with a one-line summary."""
     cols = st.columns([1.3, 0.75, 0.75, 2.2], vertical_alignment="bottom")
     with cols[0]:
         task = view.widget("task", st.selectbox, t("compare.facts.task"), [*TASKS, CustomTask.name],
-                           format_func=lambda name: task_class(name).title,
-                           disabled=locked)
+                           format_func=lambda name: task_class(name).title)
     for col, name in zip(cols[1:3], task_defaults(task)):
         with col:
-            number(view, PARAM_FIELDS[name], locked)
+            number(view, PARAM_FIELDS[name], disabled=False)
     cols[3].caption(task_class(task).description)
     if task == CustomTask.name:
-        custom_data_panel(view, locked)
-    preset_row(view, task, locked)
+        custom_data_panel(view)
+    preset_row(view, task)
     shape_col, train_col = st.columns(2, gap="medium")
-    with shape_col, section(t("train.shape"), ":material/account_tree:", nested=locked):
-        grid(view, MODEL_FIELDS, locked)
+    with shape_col, st.expander(t("train.shape"), icon=":material/account_tree:"):
+        grid(view, MODEL_FIELDS)
         norm_col, pos_col = st.columns(2)
         with norm_col:
             view.widget("norm", st.selectbox, t("train.norm_placement"), list(NORM_LABELS),
-                        format_func=NORM_LABELS.get, disabled=locked)
+                        format_func=NORM_LABELS.get)
         with pos_col:
             view.widget("positional", st.selectbox, t("train.positional"), list(POSITIONAL_LABELS),
-                        format_func=POSITIONAL_LABELS.get, disabled=locked)
+                        format_func=POSITIONAL_LABELS.get)
         qk_col, init_col = st.columns(2, vertical_alignment="bottom")
         with qk_col:
-            view.widget("qk_norm", st.toggle, t("train.qk_norm"), disabled=locked, help=t("train.qk_norm_help"))
+            view.widget("qk_norm", st.toggle, t("train.qk_norm"), help=t("train.qk_norm_help"))
         with init_col:
             view.widget("init", st.selectbox, t("train.init"), list(INIT_LABELS), format_func=INIT_LABELS.get,
-                        disabled=locked, help=t("train.init_help"))
-    with train_col, section(t("checkpoints.card.training"), ":material/tune:", nested=locked):
-        grid(view, TRAIN_FIELDS, locked)
+                        help=t("train.init_help"))
+    with train_col, st.expander(t("checkpoints.card.training"), icon=":material/tune:"):
+        grid(view, TRAIN_FIELDS)
         opt_col, muon_col, schedule_col = st.columns(3)
         with opt_col:
             optimizer = view.widget("optimizer", st.selectbox, t("train.optimizer"), list(OPTIMIZER_LABELS),
-                                    format_func=OPTIMIZER_LABELS.get, disabled=locked, help=t("train.optimizer_help"))
+                                    format_func=OPTIMIZER_LABELS.get, help=t("train.optimizer_help"))
         with muon_col:
-            number(view, MUON_LR, locked or optimizer != "muon")
+            number(view, MUON_LR, disabled=optimizer != "muon")
         with schedule_col:
             view.widget("schedule", st.selectbox, t("train.schedule"), list(SCHEDULE_LABELS),
-                        format_func=SCHEDULE_LABELS.get, disabled=locked, help=t("train.schedule_help"))
-        view.widget("stop_early", st.checkbox, t("train.stop_early", target=stop_target(task)), disabled=locked,
+                        format_func=SCHEDULE_LABELS.get, help=t("train.schedule_help"))
+        view.widget("stop_early", st.checkbox, t("train.stop_early", target=stop_target(task)),
                     help=t("train.stop_early_help", every=TRAIN_DEFAULTS.eval_every, n=TRAIN_DEFAULTS.eval_samples,
                            confirm=TRAIN_DEFAULTS.confirm_samples))
         if cuda_available():  # on a server without a GPU there is nothing to choose
             view.widget("device", st.selectbox, t("train.device"), list(DEVICES), format_func=DEVICE_LABELS.get,
-                        disabled=locked, help=t("train.device_help"))
+                        help=t("train.device_help"))
     settings = settings_of(view.values())
-    st.caption(settings_summary(settings) + (t("train.locked") if locked else ""))
+    st.caption(settings_summary(settings))
     return settings
+
+
+def live_settings(settings: RunSettings) -> None:
+    """A live run's settings as lines to read: its task (and the task's parameters), model and recipe. Not its
+    widgets, locked: the browser mounts every one anew when the run's view takes the page, which on a 2-core AVX2
+    laptop held the first progress line after Start back by half a second (docs/MEASUREMENTS.md)."""
+    train = settings.train
+    if train.task == CustomTask.name:
+        task = train.task_params.get("title") or t("train.custom.my_data")
+        params = ""
+    else:
+        task = task_class(train.task).title
+        params = t("app.list_comma").join(setting_text(name, train.task_params[name])
+                                          for name in task_defaults(train.task))
+    st.markdown(t("train.summary.task", task=task, params=t("train.summary.params", list=params) if params else ""))
+    st.markdown(settings_summary(settings))
 
 
 def upload_problem(view: View, upload) -> str | None:
@@ -177,22 +182,22 @@ def too_few(train: int) -> None:
         st.warning(t("train.too_few", n=train, note=few_pairs_note()), icon=":material/warning:")
 
 
-def custom_data_panel(view: View, locked: bool) -> None:
+def custom_data_panel(view: View) -> None:
     """Your own data: upload a two-column TSV/CSV file or paste pairs, choose the tokenisation, and see every
     problem the checks find (and what they skipped) before starting."""
     with st.container(border=True, key="train_custom"):
         up_col, name_col, tok_col = st.columns([2.2, 1, 1.2])
         with up_col:
             upload = st.file_uploader(t("train.custom.upload"), type=["tsv", "csv", "txt"], key="train_custom_upload",
-                                      disabled=locked, max_upload_size=MAX_DATA_MB)  # the limit the box shows
+                                      max_upload_size=MAX_DATA_MB)  # the limit the box shows
         why = upload_problem(view, upload) if upload is not None else None  # before the widgets it fills
         with name_col:
             view.widget("custom_title", st.text_input, t("train.custom.name"), max_chars=MAX_TITLE,
-                        placeholder=t("train.custom.my_data"), disabled=locked)
+                        placeholder=t("train.custom.my_data"))
         with tok_col:
             view.widget("tokenization", st.radio, t("train.custom.tokenization"), list(TOKENIZATIONS),
-                        format_func=TOKENIZATION_LABELS.get, disabled=locked)
-        view.widget("custom_data", st.text_area, t("train.custom.paste"), height=160, disabled=locked,
+                        format_func=TOKENIZATION_LABELS.get)
+        view.widget("custom_data", st.text_area, t("train.custom.paste"), height=160,
                     placeholder="12\tXII\n13\tXIII", help=t("train.custom.paste_help", mb=MAX_DATA_MB))
         if why:
             st.error(why, icon=":material/error:")
