@@ -156,8 +156,8 @@ def live_settings(settings: RunSettings) -> None:
         params = ""
     else:
         task = task_class(train.task).title
-        params = t("app.list_comma").join(setting_text(name, train.task_params[name])
-                                          for name in task_defaults(train.task))
+        values = {**task_defaults(train.task), **train.task_params}  # what the run left out, the task's default
+        params = t("app.list_comma").join(setting_text(name, value) for name, value in values.items())
     st.markdown(t("train.summary.task", task=task, params=t("train.summary.params", list=params) if params else ""))
     st.markdown(settings_summary(settings))
 
