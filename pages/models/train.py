@@ -112,7 +112,7 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
                   on_click=resume, args=(view, run))
         st.button(t("train.stop"), key="train_stop", icon=":material/stop:", disabled=not live,
                   on_click=lambda: run.stop(), help=t("train.stop_help"))
-        number(view, TRAIN.by_name["step_count"], disabled=False, label_visibility="collapsed",  # Step's count
+        number(view, TRAIN.by_name["step_count"], label_visibility="collapsed",  # Step's count
                width=STEP_COUNT_PX)
         st.button(t("train.step"), key="train_step", icon=":material/skip_next:",
                   disabled=state in runs.POLLED or (state != "paused" and problem is not None),

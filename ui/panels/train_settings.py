@@ -33,7 +33,7 @@ def batch_ceiling(settings_key: str, ceiling: int) -> int | None:
     return largest_batch(RunSettings.from_key(settings_key), ceiling)
 
 
-def number(view: View, prop: IntSetting | FloatSetting, disabled: bool, **extra):
+def number(view: View, prop: IntSetting | FloatSetting, disabled: bool = False, **extra):
     """The number input of a numeric setting, its bounds from the prop; the batch size's upper bound also
     follows the run budget (never below the value already chosen: that one is refused with the estimate)."""
     normal = prop.normal if isinstance(prop, FloatSetting) else None
@@ -52,7 +52,7 @@ def grid(view: View, fields: dict, columns: int = 3) -> None:
     cols = st.columns(columns)
     for i, prop in enumerate(fields.values()):
         with cols[i % columns]:
-            number(view, prop, disabled=False)
+            number(view, prop)
 
 
 def check_settings(view: View) -> None:
@@ -103,7 +103,7 @@ def settings_panel(view: View) -> RunSettings:
                            format_func=lambda name: task_class(name).title)
     for col, name in zip(cols[1:3], task_defaults(task)):
         with col:
-            number(view, PARAM_FIELDS[name], disabled=False)
+            number(view, PARAM_FIELDS[name])
     cols[3].caption(task_class(task).description)
     if task == CustomTask.name:
         custom_data_panel(view)
