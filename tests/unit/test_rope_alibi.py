@@ -17,7 +17,7 @@ from transformer.network.config import ConfigError, ModelConfig
 from transformer.network.decoding import greedy_decode, teacher_forced
 from transformer.network.masks import padding_mask, subsequent_mask, target_mask
 from transformer.network.model import DecoderCache, EncoderDecoder
-from transformer.network.positional import alibi_slopes
+from transformer.network.positional import alibi_slopes, rotate
 from transformer.network.trace import AttentionTrace
 from transformer.store.checkpoints import load_bundle, save_bundle
 from transformer.tasks import encode_pairs, make_task
@@ -253,3 +253,16 @@ def test_a_fully_masked_row_gets_zero_weight_with_a_bias_traced_or_not():
     assert torch.equal(plain, traced)
     assert torch.equal(plain[:, :, 1], torch.zeros_like(plain[:, :, 1]))
     torch.testing.assert_close(trace.attention["cross"][0].scores, q @ k.transpose(-2, -1) / 2 + bias)
+
+
+def test_rope_turns_kept_from_inference_mode_serve_training_after():
+    """RoPE's turns are built once per position set and kept: one first built under inference mode (a notebook's
+    decoding) must not break a training step's backward after, and the kept turns rotate as the written-out
+    matrices do."""
+    with torch.inference_mode():
+        rotate(torch.randn(2, 5, 8), torch.arange(5))
+    x = torch.randn(2, 1, 5, 8, requires_grad=True)
+    out = rotate(x, torch.arange(5))
+    out.square().sum().backward()
+    assert torch.allclose(out, rotated(x.detach()), atol=1e-6)
+    assert torch.allclose(x.grad, 2 * x.detach(), atol=1e-5)  # a rotation keeps lengths: d|Rx|^2/dx = 2x

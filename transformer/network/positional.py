@@ -44,9 +44,11 @@ def rotate(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
 @functools.lru_cache(maxsize=256)
 def turns(positions: tuple[int, ...], d: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """(len, d/2) complex cos + i sin of each position's angles pos * w_i: what `rotate` multiplies the pairs by.
-    Kept (a forward turns the same positions in every layer: 0.1 ms a call to build), so never to be changed."""
-    angles = torch.tensor(positions, dtype=dtype)[:, None] * frequencies(d, dtype)
-    return torch.polar(torch.ones_like(angles), angles).to(device)
+    Kept (a forward turns the same positions in every layer: 0.1 ms a call to build), so never to be changed, and
+    built as a normal tensor even under inference mode (training may use it after)."""
+    with torch.inference_mode(False):
+        angles = torch.tensor(positions, dtype=dtype)[:, None] * frequencies(d, dtype)
+        return torch.polar(torch.ones_like(angles), angles).to(device)
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
