@@ -102,8 +102,9 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
                 "Issue 25 (Muon's Newton-Schulz in float32; one pinned core of the AMD EPYC, load 7-13, so CPU "
                 "seconds): seeds 0-4 reach 99% at 400, 425, 425, 500, 425 with AVX-512 and 500, 450, 425, 425, 425 "
                 "under the AVX2 cap (--cpu avx2), 7.8-11.0 s of CPU; 550 or 600 steps reached no sooner (425-525). "
-                "2026-11-27 on an AVX2 EPYC (Zen 3): seeds 0-4 at 425-475 (seeds 0-2 in 13.7-15.8 s quiet); no other batch, "
-                "length, rate or width reached sooner on every seed (docs/MEASUREMENTS.md, \"The evening's push\")"),
+                "2026-11-27 on an AVX2 EPYC (Zen 3): seeds 0-4 at 425-475 (seeds 0-2 in 13.7-15.8 s quiet); no "
+                "other batch, length, rate or width reached sooner on every seed (docs/MEASUREMENTS.md, \"The "
+                "evening's push\")"),
     Preset("dates", 0.95, {"init": "identity"}, {**QUICK, "steps": 350, "batch_size": 32},
            zoo=_zoo(3000, 0.995, *ZOO_MUON),
            note="issue 25 (2026-11-26, one pinned core of the AMD EPYC, load 7-17, so CPU seconds): 350 steps, "
