@@ -182,12 +182,14 @@ function chart({ data, parentElement }, state) {
     state.div.dataset.apChart = data.kind;
     parentElement.appendChild(state.div);
     state.graphs = new Map();  // step -> its graph
-    state.follow = (event) => {
-      if (!state.div.isConnected) return stop(state);
-      const { channel, version, step } = event.detail;
-      if (channel === state.data.channel && version === state.data.version) draw(state, step);
-    };
-    window.addEventListener(EVENT, state.follow);
+    if (!data.alone) {  // a player's chart follows its player's steps (a live chart has no player)
+      state.follow = (event) => {
+        if (!state.div.isConnected) return stop(state);
+        const { channel, version, step } = event.detail;
+        if (channel === state.data.channel && version === state.data.version) draw(state, step);
+      };
+      window.addEventListener(EVENT, state.follow);
+    }
     state.resize = new ResizeObserver(() => fit(state.graphs.get(state.drawn), state));
     state.resize.observe(parentElement);
   }
