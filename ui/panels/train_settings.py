@@ -21,7 +21,7 @@ from ui.run_settings import (
 from ui.state import View
 from ui.tables.train import (
     MODEL_FIELDS, MUON_LR, PARAM_FIELDS, PRESET_PROPS, TRAIN_FIELDS, FloatSetting, IntSetting, preset_note,
-    setting_text, settings_of, stop_target,
+    settings_of, settings_text, stop_target,
 )
 
 TOKENIZATION_LABELS = Texts({"char": "train.custom.char", "sentencepiece": "train.custom.sentencepiece"})
@@ -86,8 +86,7 @@ def preset_row(view: View, task: str) -> None:
     changed = [name for name in PRESET_PROPS if view.get(name) != view.default(name)]
     note = t("train.preset", task=task_class(task).title, settings=preset_note(task))
     if changed:
-        note += t("train.changed", settings=t("app.list_comma").join(setting_text(name, view.get(name))
-                                                                       for name in changed))
+        note += t("train.changed", settings=settings_text({name: view.get(name) for name in changed}))
     with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
         st.markdown(note, help=t("train.preset_help"))
         st.button(t("train.reset_preset"), key="train_preset_reset", icon=":material/settings_backup_restore:",
@@ -157,7 +156,7 @@ def live_settings(settings: RunSettings) -> None:
     else:
         task = task_class(train.task).title
         values = {**task_defaults(train.task), **train.task_params}  # what the run left out, the task's default
-        params = t("app.list_comma").join(setting_text(name, value) for name, value in values.items())
+        params = settings_text(values)
     st.markdown(t("train.summary.task", task=task, params=t("train.summary.params", list=params) if params else ""))
     st.markdown(settings_summary(settings))
 

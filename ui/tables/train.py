@@ -214,8 +214,11 @@ def setting_text(name: str, value) -> str:
     return f"{label} {value:,}" if isinstance(value, int) else f"{label} {value:g}"
 
 
+def settings_text(values: dict) -> str:
+    """Settings for a sentence, listed: "Batch size 32, Total steps 300"."""
+    return t("app.list_comma").join(setting_text(name, value) for name, value in values.items())
+
+
 def preset_note(task: str) -> str:
     """What `task`'s preset sets, in words ("the library defaults" when it changes nothing)."""
-    changes = preset_settings(task)
-    return t("app.list_comma").join(setting_text(name, value) for name, value in changes.items()) or \
-        t("train.library_defaults")
+    return settings_text(preset_settings(task)) or t("train.library_defaults")
