@@ -88,6 +88,26 @@ def test_batched_muon_in_bfloat16_updates_exactly_as_torch_muon(nesterov, monkey
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
 
 
+def test_batched_muon_stacks_one_shape_across_groups_and_keeps_each_groups_settings(monkeypatch):
+    """Wide and tall matrices of one shape from groups with different rates and decays (none, too) share one stack;
+    each still moves by its own group's settings: torch.optim.Muon's update, bit for bit in bfloat16."""
+    monkeypatch.setattr(BatchedMuon, "ns_dtype", torch.bfloat16)
+
+    def run(optimizer_class):
+        torch.manual_seed(2)
+        first, second = [nn.Parameter(torch.randn(8, 16)), nn.Parameter(torch.randn(16, 8))], [
+            nn.Parameter(torch.randn(8, 16))]
+        optimizer = optimizer_class([{"params": first, "lr": 0.05, "weight_decay": 0.0},
+                                     {"params": second, "lr": 0.02, "weight_decay": 0.1}])
+        for _ in range(3):
+            for p in first + second:
+                p.grad = torch.randn(p.shape)
+            optimizer.step()
+        return [p.detach() for p in first + second]
+
+    assert all(torch.equal(a, b) for a, b in zip(run(BatchedMuon), run(torch.optim.Muon), strict=True))
+
+
 def test_batched_muon_in_float32_is_torch_muon_within_bfloat16s_rounding():
     """Float32 (the default: full speed on CPUs without native bfloat16) moves each matrix as torch.optim.Muon does,
     but for bfloat16's rounding in torch's: 8 significant bits (2^-8 = 0.4% a rounding) through 5 iterations put
