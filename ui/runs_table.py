@@ -22,6 +22,7 @@ from . import runs
 from .run_settings import OPTIMIZER_LABELS
 from .state import View
 from .tables.compare import COMPARE
+from .tables.train import TRAIN, IntSetting, setting_text
 
 TABLE = "runs_table"  # widget key of the table (its selection)
 REFUSED = "runs_table_refused"  # session_state: why Make active could not add a run's model
@@ -68,8 +69,15 @@ def _settings(train: dict | None) -> str:
 def _task(name: str, params: dict) -> str:
     """The task's title and its short settings (a long one, such as a data set's text, as "…")."""
     title = TASKS[name].title if name in TASKS else name
-    shown = [f"{k}={v if len(str(v)) <= 40 else '…'}" for k, v in list(params.items())[:8]]
-    return title + (f" ({', '.join(shown)})" if shown else "")
+    shown = [_parameter(k, v) for k, v in list(params.items())[:8]]
+    return title + (f" ({t('app.list_comma').join(shown)})" if shown else "")
+
+
+def _parameter(name: str, value) -> str:
+    """A task parameter as the Train page names it ("Longest string 16"); one it has no field for, name=value."""
+    if isinstance(value, int) and isinstance(TRAIN.by_name.get(name), IntSetting):
+        return setting_text(name, value)
+    return f"{name}={value if len(str(value)) <= 40 else '…'}"
 
 
 def _line(source: str, state: str, name: str, task: str, shape: str, settings: str, steps, seconds, metrics: dict

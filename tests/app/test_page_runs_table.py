@@ -68,6 +68,9 @@ def test_every_run_and_model_is_one_row_with_its_numbers(session):
     assert sorted(shipped["Model"]) == sorted(info.name for info in files if info.error is None)
     reverse = shipped[shipped["Model"] == "reverse"].iloc[0]
     assert reverse["Steps"] == load_bundle(REVERSE).card["steps"]
+    # a task's parameters as the Train page names them
+    assert reverse["Task"] == "Reverse a string (Shortest string 1, Longest string 16)"
+    assert shipped[shipped["Model"] == "dates"].iloc[0]["Task"].endswith("(Earliest year 1950, Latest year 2049)")
     buttons = {b.key: b.disabled for b in at.button}
     assert buttons["runs_compare"] and buttons["runs_activate"]  # nothing picked yet
 
@@ -143,4 +146,4 @@ def test_registry_origins_include_kept_snapshots():
 
 def test_a_long_task_setting_such_as_a_data_set_is_not_spelled_out():
     text = runs_table._task("reverse", {"min_len": 1, "text": "a\tb\n" * 100})
-    assert text == "Reverse a string (min_len=1, text=…)"
+    assert text == "Reverse a string (Shortest string 1, text=…)"  # a parameter the Train page has no field for: as is

@@ -23,7 +23,8 @@ from transformer.training.config import TRAIN_BOUNDS
 from transformer.training.presets import PRESETS
 from ui import runs
 from ui.run_settings import settings_summary
-from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, stop_target
+from transformer.i18n import using
+from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, setting_text, stop_target
 
 PRESET_NOTE = "Preset for"
 FOLDED = "Settings (locked while the run is live)"
@@ -109,6 +110,13 @@ def test_the_options_round_trip_through_the_url(train_page):  # noqa: F811
     addition = linked({"task": "addition"})  # a link naming only the task: its preset
     shown = shown_settings(addition)
     assert {name: shown[name] for name in PRESET_PROPS} == preset_values("addition")
+
+
+def test_a_setting_in_a_sentence_groups_thousands_but_not_in_a_year():
+    assert setting_text("steps", 1500) == "Total steps 1,500"
+    assert setting_text("min_year", 1950) == "Earliest year 1950"
+    with using("zh"):
+        assert setting_text("max_year", 2049) == "最晚年份 2049"
 
 
 def test_mark_step_draws_a_line_at_the_step_on_both_panels():

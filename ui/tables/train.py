@@ -129,8 +129,8 @@ PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
     IntSetting("min_len", _P["min_len"], lo=1, hi=48, depends_on=("task",)),
     IntSetting("max_len", _P["max_len"], lo=1, hi=48, depends_on=("task",)),
     IntSetting("max_digits", _P["max_digits"], lo=1, hi=8, depends_on=("task",)),
-    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, depends_on=("task",)),
-    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, depends_on=("task",)),
+    IntSetting("min_year", _P["min_year"], lo=1000, hi=9999, fmt="%d", depends_on=("task",)),  # 1950, not 1,950
+    IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, fmt="%d", depends_on=("task",)),
     IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, depends_on=("task",)),
 )}
 MUON_LR = follows_preset(FloatSetting("muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, fmt="%.4f"))
@@ -206,12 +206,14 @@ def preset_values(task: str) -> dict:
 
 
 def setting_text(name: str, value) -> str:
-    """One setting for a sentence: "Total steps 1,500", "qk-norm on", "Optimizer Muon + Adam"."""
+    """One setting for a sentence: "Total steps 1,500", "Earliest year 1950", "qk-norm on", "Optimizer Muon + Adam"."""
     if name in CHOICE_LABELS:
         label, labels = CHOICE_LABELS[name]
         return f"{t(label) if label else ''} {labels[value]}".strip()
-    label = TRAIN.by_name[name].label()
-    return f"{label} {value:,}" if isinstance(value, int) else f"{label} {value:g}"
+    setting = TRAIN.by_name[name]
+    if not isinstance(value, int):
+        return f"{setting.label()} {value:g}"
+    return f"{setting.label()} {setting.fmt % value if setting.fmt else f'{value:,}'}"  # a year: no thousands comma
 
 
 def settings_text(values: dict) -> str:
