@@ -9,6 +9,10 @@ so a warm-up beside it took as long as it saved (the home page's first chart cam
 ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s later than one begun DELAY seconds
 after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md).
 
+Page views go first: between its steps (each module, the analysis) the warm-up waits while a page view runs, up to
+GIVE_WAY seconds (a busy class server's views may never all be over at once), so a first visit made while it runs is
+not slowed by its imports.
+
 Page views and the warm-up take turns over pandas (`page_view`): two threads may import a module at once through
 `import` statements, which take the module's lock, but plotly reads pandas from sys.modules without importing it,
 and a page view's first figure met a half-imported pandas (AttributeError). So pandas is imported while no page view
@@ -42,6 +46,7 @@ ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it
 LATER = ("torch._dynamo",)  # imported after the pages' modules
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
+GIVE_WAY = 2.0  # seconds the warm-up's next step waits at most for the page views under way
 
 _turns = threading.Condition()  # guards the three below
 _views = 0  # page views under way
@@ -67,13 +72,20 @@ def page_modules() -> list[str]:
 def load(names: list[str]) -> None:
     """Import each of `names` that is a module (a name a `from` statement imports may be a class or function)."""
     for name in names:
-        if _stopping.is_set():
+        if not _views_over():
             return
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name != name:  # a module that is there, missing one it needs: the page will say so
                 raise
+
+
+def _views_over() -> bool:
+    """Wait until no page view is under way (GIVE_WAY seconds at most); False once the interpreter is exiting."""
+    with _turns:
+        _turns.wait_for(lambda: _views == 0 or _stopping.is_set(), GIVE_WAY)
+    return not _stopping.is_set()
 
 
 @contextmanager
@@ -113,6 +125,8 @@ def start() -> None:
 def _stop(warmer: threading.Timer) -> None:
     """At the interpreter's exit: no further step, and the one under way waited for."""
     _stopping.set()
+    with _turns:
+        _turns.notify_all()  # a step waiting for page views: none is taken now
     warmer.cancel()
     warmer.join(EXIT_WAIT)
 
@@ -131,7 +145,7 @@ def warm_up() -> None:
             _importing = False
             _turns.notify_all()
     load([*page_modules(), *LATER])
-    if not _stopping.is_set():
+    if _views_over():
         warm_errors()
 
 

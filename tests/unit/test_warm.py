@@ -72,6 +72,38 @@ def test_pandas_is_imported_between_page_views_and_views_wait_for_it(fresh, monk
     assert events[:5] == ["first in", "first out", "load", "loaded", "second in"], events  # then the other load
 
 
+def test_the_warm_up_waits_between_its_steps_while_a_page_view_runs(fresh, monkeypatch):
+    events = []
+    monkeypatch.setattr(warm, "ALONE", ())
+    monkeypatch.setattr(warm, "LATER", ())
+    monkeypatch.setattr(warm, "page_modules", lambda: ["first", "second"])
+    monkeypatch.setattr(warm.importlib, "import_module",
+                        lambda name: (events.append(f"import {name}"), time.sleep(0.2), events.append(f"{name} done")))
+    monkeypatch.setattr(warm, "warm_errors", lambda: events.append("analysis"))
+    warmer = threading.Thread(target=warm.warm_up)
+    warmer.start()
+    time.sleep(0.1)  # the first import is under way
+    with warm.page_view():
+        events.append("view in")
+        time.sleep(0.4)  # the first import ends meanwhile; the second waits
+        events.append("view out")
+    warmer.join()
+    assert events == ["import first", "view in", "first done", "view out", "import second", "second done",
+                      "analysis"], events
+
+
+def test_a_busy_server_still_gets_warmed(fresh, monkeypatch):
+    """Page views that never all end at once hold each of the warm-up's imports GIVE_WAY seconds at most."""
+    monkeypatch.setattr(warm, "GIVE_WAY", 0.1)
+    imported = []
+    monkeypatch.setattr(warm.importlib, "import_module", imported.append)
+    with warm.page_view():  # a view that does not end while the warm-up imports
+        began = time.perf_counter()
+        warm.load(["a", "b"])
+        took = time.perf_counter() - began
+    assert imported == ["a", "b"] and 0.2 <= took < 1.0, took
+
+
 def test_the_warm_up_starts_once_after_its_delay_and_never_under_apptest(fresh, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
