@@ -66,7 +66,7 @@ class BatchedMuon(torch.optim.Muon):
             with torch.enable_grad():
                 loss = closure()
         # Every matrix of one shape joins one stack, whatever its group (tall ones transposed into the wide shape):
-        # one batched iteration each. The element-wise work runs as one foreach call per group (or per step size).
+        # one batched iteration each. The element-wise work runs as foreach calls: per group, then per step size.
         stacks: dict[tuple, list[tuple[torch.Tensor, torch.Tensor, bool, dict]]] = {}
         for group in self.param_groups:
             if group["adjust_lr_fn"] not in (None, "original"):
@@ -85,16 +85,17 @@ class BatchedMuon(torch.optim.Muon):
                     tall = block.size(0) > block.size(1)
                     wide = block_update.mT if tall else block_update
                     stacks.setdefault((wide.shape, iteration), []).append((block, wide, tall, group))
-        steps: dict[tuple[float, float], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        # (alpha, decay): the blocks that move by them, and their updates
+        moves: dict[tuple[float, float], tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         for (_, iteration), items in stacks.items():
             orthogonal = newton_schulz(torch.stack([wide for _, wide, _, _ in items]), *iteration, self.ns_dtype)
             for (block, _, tall, group), update in zip(items, orthogonal):
                 lr = group["lr"]
-                size = (-lr * math.sqrt(max(1.0, block.size(0) / block.size(1))), 1 - lr * group["weight_decay"])
-                blocks, block_updates = steps.setdefault(size, ([], []))
+                move = (-lr * math.sqrt(max(1.0, block.size(0) / block.size(1))), 1 - lr * group["weight_decay"])
+                blocks, block_updates = moves.setdefault(move, ([], []))
                 blocks.append(block)
                 block_updates.append(update.mT if tall else update)
-        for (alpha, decay), (blocks, block_updates) in steps.items():
+        for (alpha, decay), (blocks, block_updates) in moves.items():
             if decay != 1:  # torch.optim.Muon multiplies by it even when it is 1 (no weight decay): no change
                 torch._foreach_mul_(blocks, decay)
             torch._foreach_add_(blocks, block_updates, alpha=alpha)
