@@ -22,7 +22,7 @@ from . import runs
 from .run_settings import OPTIMIZER_LABELS
 from .state import View
 from .tables.compare import COMPARE
-from .tables.train import TRAIN, IntSetting, setting_text
+from .tables.train import PARAM_FIELDS, setting_text
 
 TABLE = "runs_table"  # widget key of the table (its selection)
 REFUSED = "runs_table_refused"  # session_state: why Make active could not add a run's model
@@ -75,7 +75,7 @@ def _task(name: str, params: dict) -> str:
 
 def _parameter(name: str, value) -> str:
     """A task parameter as the Train page names it ("Longest string 16"); one it has no field for, name=value."""
-    if isinstance(value, int) and isinstance(TRAIN.by_name.get(name), IntSetting):
+    if name in PARAM_FIELDS and isinstance(value, int):
         return setting_text(name, value)
     return f"{name}={value if len(str(value)) <= 40 else '…'}"
 

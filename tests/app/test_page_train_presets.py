@@ -18,12 +18,12 @@ from helpers.train_page import (
 
 from transformer.charts.stats import training_curves
 from transformer.charts.training import STEP_MARK, mark_step
+from transformer.i18n import using
 from transformer.tasks import CustomTask
 from transformer.training.config import TRAIN_BOUNDS
 from transformer.training.presets import PRESETS
 from ui import runs
 from ui.run_settings import settings_summary
-from transformer.i18n import using
 from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, setting_text, stop_target
 
 PRESET_NOTE = "Preset for"
