@@ -279,6 +279,7 @@ NOTES = "state_link_notes"  # session key: LinkNotes of the last link adopted
 WRITTEN = "state_written"
 RECENT = 32  # a browser this many runs behind (quick clicks on a slow link) is not taken for a link
 SHOWN = "state_shown"  # session key: the page of the session's last run
+DRAWN = "state_drawn"  # session key: {widget key: how it was last drawn on the page shown} (`seed`)
 
 
 def written(page: str) -> list[dict[str, str]]:
@@ -293,6 +294,21 @@ def wrote(page: str, params: dict[str, str]) -> None:
         recent.remove(params)
     recent.append(params)
     del recent[:-RECENT]
+
+
+def seed(wkey: str, value: Any, drawn_as: tuple) -> None:
+    """Give widget `wkey` the state's value before it is drawn, unless it already holds it as drawn last run.
+
+    A value written into a widget's key is sent to the browser as one to show, and the browser shows it even over
+    a pick the learner has just made: a live view renewing itself every few seconds would undo a pick made while its
+    run was under way. So a widget drawn as before (`drawn_as`: its page and arguments, callables left out) that
+    holds the value is left alone; a new one (first drawn on this page visit, or with other arguments, which may
+    give Streamlit a new widget without our key's value) is always seeded."""
+    drawn_as = (drawn_as[0], drawn_as[1], {k: v for k, v in drawn_as[2].items() if not callable(v)})
+    drawn = st.session_state.setdefault(DRAWN, {})
+    if drawn.get(wkey) != drawn_as or wkey not in st.session_state or st.session_state[wkey] != value:
+        st.session_state[wkey] = value
+    drawn[wkey] = drawn_as
 
 
 def history_navigation() -> bool:
@@ -358,7 +374,7 @@ class View:
         widget returns."""
         wkey = self.widget_key(name, slot)
         value = self.get(name)
-        st.session_state[wkey] = to_widget(value) if to_widget else value
+        seed(wkey, to_widget(value) if to_widget else value, (self.table.page, args, kwargs))
 
         def changed():
             new = st.session_state[wkey]
@@ -380,6 +396,8 @@ class View:
         that has not yet heard of the last run's (a click right after another, on a busy server or a slow
         link) sends an older one back, which must not undo the last change; `sync_url` writes the newer."""
         page = self.table.page
+        if st.session_state.get(SHOWN) != page:
+            st.session_state.pop(DRAWN, None)  # this page's widgets are new: each is seeded once more
         rerun = st.session_state.get(SHOWN) == page and not history_navigation()
         st.session_state[SHOWN] = page
         params, recent = address(), written(page)

@@ -63,23 +63,6 @@ def pick(pg, label: str, option: str) -> None:
     choose(pg, pg.get_by_role("combobox", name=re.compile(f"^{label}")), option)
 
 
-def pick_while_live(pg, label: str, option: str, taken, what: str, tries: int = 3) -> None:
-    """Choose `option` in the selectbox `label` of a live view until `taken()` says the page follows it. In CI under
-    load a pick was undone once (the box showed the old head again and the chart never followed; 1 of 3 runs here
-    beside a busy core, 0 of 3 alone): most likely a renewal run under way at the pick, which draws the widget
-    again with the value it seeded (ui/state.py sets it in session state each run, which Streamlit sends as a
-    value to show). A learner then picks again; so does this."""
-    for _ in range(tries - 1):
-        pick(pg, label, option)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if taken():
-                return
-            time.sleep(0.25)
-    pick(pg, label, option)
-    wait_until(pg, taken, what)
-
-
 def set_tiny_config(pg) -> None:
     for section, fields in TINY.items():
         pg.get_by_text(section, exact=True).click()
@@ -112,7 +95,8 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
 
     # a click while training: pick one head; the chart follows and the step count keeps rising
     began = time.monotonic()
-    pick_while_live(page, "Head", "Head 2", lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), "the head pick")
+    pick(page, "Head", "Head 2")  # while the live view renews itself: tests/browser/test_browser_live_pick.py
+    wait_until(page, lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), "the head pick")
     click_seconds = time.monotonic() - began
     print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
     wait_until(page, lambda: step_shown(page) > step_before_click + 20, "training to continue")
