@@ -12,7 +12,7 @@ import pytest
 # repository's .model_store/; the app reads this when it is first imported.
 os.environ.setdefault("AP_MODEL_STORE", tempfile.mkdtemp(prefix="ap-test-store-"))
 
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, Server, count_runs, offline, require_chromium  # noqa: E402  (after the store is set)
+from helpers.browser import CHROMIUM, CHROMIUM_ARGS, count_runs, offline, require_chromium, serving  # noqa: E402  (after the store is set)
 from helpers.repo import REVERSE, ROOT  # noqa: E402
 
 SUITES = ("unit", "app", "browser")  # the folders, and the markers pyproject.toml declares: `-m "not browser"` skips
@@ -85,20 +85,16 @@ def app(clean_caches):
 @pytest.fixture
 def fresh_server():
     """A new server per test: its first request is whatever the test opens."""
-    require_chromium()
-    server = Server()
-    yield server
-    server.stop()
+    with serving() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def module_server():
     """One server for a module's tests that walk pages and need no fresh one: each test after the first finds
     the pages' models loaded and decodes cached (a fresh server per test took 10-15 s more of each)."""
-    require_chromium()
-    server = Server()
-    yield server
-    server.stop()
+    with serving() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

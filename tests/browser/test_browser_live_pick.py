@@ -6,15 +6,13 @@ widget's key is sent to the browser as one to show: a renewal under way at a pic
 from __future__ import annotations
 
 import pytest
-from helpers.browser import Server, choose, require_chromium
+from helpers.browser import choose, serving
 
 
 @pytest.fixture(scope="module")
 def pick_server():
-    require_chromium()
-    server = Server("tests/helpers/pick_app.py")
-    yield server
-    server.stop()
+    with serving("tests/helpers/pick_app.py") as server:
+        yield server
 
 
 def test_a_pick_made_while_the_view_renews_itself_holds(pick_server, page):

@@ -6,7 +6,7 @@ by a real server and Chromium: the moments compared are the server's and the bro
 from __future__ import annotations
 
 import pytest
-from helpers.browser import SCRIPT_IDLE, Server, require_chromium
+from helpers.browser import SCRIPT_IDLE, serving
 
 from ui.runs import POLL_IDLE, POLL_SECONDS
 
@@ -40,10 +40,8 @@ def seen(page, pattern: str) -> dict:
 
 @pytest.fixture(scope="module")
 def watch_server():
-    require_chromium()
-    server = Server("tests/helpers/watch_app.py")
-    yield server
-    server.stop()
+    with serving("tests/helpers/watch_app.py") as server:
+        yield server
 
 
 def test_a_run_that_ends_early_in_a_poll_shows_its_end_within_a_fraction_of_it(watch_server, page):

@@ -83,6 +83,17 @@ class Server:
                 self.proc.kill()
 
 
+@contextlib.contextmanager
+def serving(script: str = "app.py"):
+    """A Server for `script` (skipping without Chromium, as the browser tests it serves must), stopped after."""
+    require_chromium()
+    server = Server(script)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of process `pid`, all its threads, from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
