@@ -39,7 +39,7 @@ from transformer.charts import head_grid, step_attention_rows, token_labels  # n
 from transformer.charts.attention import weight_bar  # noqa: E402
 from transformer.charts.common import FONT, WEIGHT_SCALE  # noqa: E402
 from transformer.charts.export import browser_path, figure_to_image, image_export_available, shutdown  # noqa: E402
-from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
+from timing import CHROMIUM_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, SIZE = 3, 8, 17
 
@@ -118,7 +118,7 @@ def browser_paint_ms(figures: dict[str, go.Figure], repeats: int) -> dict | str:
     page_html = plot_page()
     results = {}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=path, headless=True, args=BROWSER_ARGS)
+        browser = pw.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.set_content(page_html)
         for name, fig in figures.items():

@@ -53,7 +53,7 @@ from transformer.charts.export import browser_path  # noqa: E402
 from transformer.network.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
 from serving import end_process  # noqa: E402
-from timing import BROWSER_ARGS, median_ms, plot_page  # noqa: E402
+from timing import CHROMIUM_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, D_MODEL = 3, 8, 128
 SOURCE = "thequickbrownfox"  # 16 letters: 17x17 tiles with </s> and <s>
@@ -219,7 +219,7 @@ def main() -> None:
     report = {"model": f"{LAYERS} layers x {HEADS} heads, d_model {D_MODEL}, random weights",
               "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=path, headless=True, args=BROWSER_ARGS)
+        browser = pw.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
         report["figure"] = figure_benchmark(browser, bundle, args.repeats)
         report["live_app"] = "skipped" if args.skip_app else app_benchmark(browser, bundle)
         browser.close()

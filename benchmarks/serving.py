@@ -19,10 +19,10 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from timing import CHROMIUM_ARGS
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
 LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
