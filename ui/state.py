@@ -296,15 +296,15 @@ def wrote(page: str, params: dict[str, str]) -> None:
     del recent[:-RECENT]
 
 
-def seed(wkey: str, value: Any, drawn_as: tuple) -> None:
-    """Give widget `wkey` the state's value before it is drawn, unless it already holds it as drawn last run.
+def seed(wkey: str, value: Any, page: str, args: tuple, kwargs: dict) -> None:
+    """Give widget `wkey` the state's `value` before it is drawn, unless it holds that value already and was last
+    drawn the same way on this page visit (on `page`, with `args` and `kwargs`, callables left out).
 
-    A value written into a widget's key is sent to the browser as one to show, and the browser shows it even over
-    a pick the learner has just made: a live view renewing itself every few seconds would undo a pick made while its
-    run was under way. So a widget drawn as before (`drawn_as`: its page and arguments, callables left out) that
-    holds the value is left alone; a new one (first drawn on this page visit, or with other arguments, which may
-    give Streamlit a new widget without our key's value) is always seeded."""
-    drawn_as = (drawn_as[0], drawn_as[1], {k: v for k, v in drawn_as[2].items() if not callable(v)})
+    A value written into a widget's key is sent to the browser as one to show, even over a pick the learner has just
+    made: a live view renewing itself drew the old value back over a pick made during a renewal. A widget drawn
+    another way (on another page, with other arguments) may be a new widget to Streamlit, without our key's value:
+    it is always seeded."""
+    drawn_as = (page, args, {name: v for name, v in kwargs.items() if not callable(v)})
     drawn = st.session_state.setdefault(DRAWN, {})
     if drawn.get(wkey) != drawn_as or wkey not in st.session_state or st.session_state[wkey] != value:
         st.session_state[wkey] = value
@@ -374,7 +374,7 @@ class View:
         widget returns."""
         wkey = self.widget_key(name, slot)
         value = self.get(name)
-        seed(wkey, to_widget(value) if to_widget else value, (self.table.page, args, kwargs))
+        seed(wkey, to_widget(value) if to_widget else value, self.table.page, args, kwargs)
 
         def changed():
             new = st.session_state[wkey]
