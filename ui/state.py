@@ -279,7 +279,7 @@ NOTES = "state_link_notes"  # session key: LinkNotes of the last link adopted
 WRITTEN = "state_written"
 RECENT = 32  # a browser this many runs behind (quick clicks on a slow link) is not taken for a link
 SHOWN = "state_shown"  # session key: the page of the session's last run
-DRAWN = "state_drawn"  # session key: {widget key: how it was last drawn on the page shown} (`seed`)
+DRAWN = "state_drawn"  # session key: {widget key: how it was last drawn on this page visit} (`seed`)
 
 
 def written(page: str) -> list[dict[str, str]]:
@@ -296,15 +296,16 @@ def wrote(page: str, params: dict[str, str]) -> None:
     del recent[:-RECENT]
 
 
-def seed(wkey: str, value: Any, page: str, args: tuple, kwargs: dict) -> None:
-    """Give widget `wkey` the state's `value` before it is drawn, unless it holds that value already and was last
-    drawn the same way on this page visit (on `page`, with `args` and `kwargs`, callables left out).
+def seed(wkey: str, value: Any, args: tuple, kwargs: dict) -> None:
+    """Give widget `wkey` the state's `value` before it is drawn, unless it holds that value already and was drawn
+    the same way before on this page visit (with `args` and `kwargs`, callables left out; `View.adopt_link` forgets
+    every widget when the page changes).
 
     A value written into a widget's key is sent to the browser as one to show, even over a pick the learner has just
     made: a live view renewing itself drew the old value back over a pick made during a renewal. A widget drawn
     another way (on another page, with other arguments) may be a new widget to Streamlit, without our key's value:
     it is always seeded."""
-    drawn_as = (page, args, {name: v for name, v in kwargs.items() if not callable(v)})
+    drawn_as = (args, {name: v for name, v in kwargs.items() if not callable(v)})
     drawn = st.session_state.setdefault(DRAWN, {})
     if drawn.get(wkey) != drawn_as or wkey not in st.session_state or st.session_state[wkey] != value:
         st.session_state[wkey] = value
@@ -374,7 +375,7 @@ class View:
         widget returns."""
         wkey = self.widget_key(name, slot)
         value = self.get(name)
-        seed(wkey, to_widget(value) if to_widget else value, self.table.page, args, kwargs)
+        seed(wkey, to_widget(value) if to_widget else value, args, kwargs)
 
         def changed():
             new = st.session_state[wkey]
@@ -396,9 +397,10 @@ class View:
         that has not yet heard of the last run's (a click right after another, on a busy server or a slow
         link) sends an older one back, which must not undo the last change; `sync_url` writes the newer."""
         page = self.table.page
-        if st.session_state.get(SHOWN) != page:
+        same_page = st.session_state.get(SHOWN) == page
+        if not same_page:
             st.session_state.pop(DRAWN, None)  # this page's widgets are new: each is seeded once more
-        rerun = st.session_state.get(SHOWN) == page and not history_navigation()
+        rerun = same_page and not history_navigation()
         st.session_state[SHOWN] = page
         params, recent = address(), written(page)
         if not params or [params] == recent[-1:] or rerun and params in recent:
