@@ -1,6 +1,6 @@
 """Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
-(active model). A server's first run pauses the garbage collector (ui/runtime.py); once its page is drawn, the server
-warms what the other pages need (ui/warm.py)."""
+(active model). `ast.parse` takes one lock where Python needs it, and a server's first run pauses the garbage
+collector (ui/runtime.py); once its page is drawn, the server warms what the other pages need (ui/warm.py)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ def main() -> None:
     page.run()
 
 
+runtime.serialize_ast_parse()
 with runtime.first_run(), warm.page_view():
     main()
 warm.start()

@@ -1,15 +1,43 @@
-"""Process-wide runtime choices: torch's thread count and the garbage collector around a server's first page run. No
-torch at import: app.py imports this before its first page's run imports torch. (Nagle's algorithm on the server's
-sockets is uvloop's to turn off: requirements.txt.)"""
+"""Process-wide runtime choices: one `ast.parse` at a time where Python needs it, torch's thread count and the garbage
+collector around a server's first page run. No torch at import: app.py imports this before its first page's run
+imports torch. (Nagle's algorithm on the server's sockets is uvloop's to turn off: requirements.txt.)"""
 
 from __future__ import annotations
 
+import ast
+import functools
 import gc
+import sys
 import threading
 from contextlib import contextmanager
 
 _lock = threading.Lock()
 _first_run_seen = False
+_parse_turn = threading.RLock()  # re-entrant: a collection inside a parse may run a finalizer that parses
+
+
+def shared_ast_depth(version: tuple[int, ...] = sys.version_info[:3]) -> bool:
+    """Whether this Python's AST constructor keeps one depth count for all threads (CPython gh-106905, fixed in 3.11.8
+    and 3.12.2): two threads' `ast.parse` at once then fail with "SystemError: AST constructor recursion depth
+    mismatch" when a collection during one lets the other run."""
+    return version < (3, 11, 8) or (3, 12) <= version < (3, 12, 2)
+
+
+def serialize_ast_parse() -> None:
+    """On a Python with `shared_ast_depth`, make `ast.parse` take one lock (once per process). A server parses in
+    many threads: Streamlit each page's script on its first visit, `inspect` for the code page's classes and for
+    builtins' signatures, torch at import, the warm-up (ui/warm.py) beside page views; a CI run met the error on the
+    code page."""
+    if not shared_ast_depth() or getattr(ast.parse, "__wrapped__", None):
+        return
+    parse = ast.parse
+
+    @functools.wraps(parse)
+    def one_at_a_time(*args, **kwargs):
+        with _parse_turn:
+            return parse(*args, **kwargs)
+
+    ast.parse = one_at_a_time
 
 
 def configure_torch() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from helpers.browser import open_app_page
 from helpers.repo import ROOT
 
+from ui import runtime
 from ui.catalog import PAGES
 
 PAGES_DIR = ROOT / "pages"
@@ -26,6 +29,15 @@ def test_default_run_has_the_model_picker_and_a_card(app):
     assert picker.value == "shipped:reverse"
     assert {o for o in picker.options} >= {"reverse (pretrained)"}
     assert any("Held-out exact match" in m.value for m in at.sidebar.markdown)
+
+
+def test_the_app_parses_one_thread_at_a_time_where_python_needs_it(app, monkeypatch):
+    unwrapped = ast.parse
+    while hasattr(unwrapped, "__wrapped__"):  # another test's app run in this process may have wrapped it
+        unwrapped = unwrapped.__wrapped__
+    monkeypatch.setattr(ast, "parse", unwrapped)  # as it was restored after the test
+    app()
+    assert (getattr(ast.parse, "__wrapped__", None) is unwrapped) is runtime.shared_ast_depth()
 
 
 @pytest.mark.browser
