@@ -1,6 +1,7 @@
 """Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
 (active model). `ast.parse` takes one lock where Python needs it, and a server's first run pauses the garbage
-collector (ui/runtime.py); once its page is drawn, the server warms what the other pages need (ui/warm.py)."""
+collector (ui/runtime.py); an error nobody expected ends a run with a note, not a traceback (ui/failure.py); once its
+page is drawn, the server warms what the other pages need (ui/warm.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui import runtime, warm
+from ui import failure, runtime, warm
 from ui.catalog import PAGES
 from ui.preload import preload_charts
 
@@ -46,6 +47,6 @@ def main() -> None:
 
 
 runtime.serialize_ast_parse()
-with runtime.first_run(), warm.page_view():
+with runtime.first_run(), warm.page_view(), failure.noted():
     main()
 warm.start()

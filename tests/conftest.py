@@ -12,6 +12,11 @@ import pytest
 # repository's .model_store/; the app reads this when it is first imported.
 os.environ.setdefault("AP_MODEL_STORE", tempfile.mkdtemp(prefix="ap-test-store-"))
 
+from streamlit import config  # noqa: E402
+
+config.get_option("client.showErrorDetails")  # reads .streamlit/config.toml first, which the next line overrides
+config.set_option("client.showErrorDetails", "full")  # AppTest sees a page's unexpected error (ui/failure.py)
+
 from helpers.browser import CHROMIUM, CHROMIUM_ARGS, count_runs, offline, require_chromium, serving  # noqa: E402  (after the store is set)
 from helpers.repo import REVERSE, ROOT  # noqa: E402
 

@@ -11,6 +11,7 @@ from ui import decodes, display
 from ui import model_registry as registry
 from ui.code_links import code_link
 from ui.display import HALF_WIDTH as HALF
+from ui.failure import fragment
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.masks import GREEDY, KINDS, MASKS, TARGETS
@@ -147,7 +148,7 @@ def padded_batch(batch: MaskedBatch, targets_from: str, stem: str) -> None:
         display.show_figure(fig, f"{stem}_batch-{part}", key=f"masks-batch-{part}", width="content")
 
 
-@st.fragment
+@fragment
 def the_masks(view: View, batch: MaskedBatch, n_heads: int, stem: str) -> None:
     """The masks read back from the trace: the source padding rows, and one row's decoder masks."""
     B, S = batch.src.shape
@@ -201,7 +202,7 @@ def the_masks(view: View, batch: MaskedBatch, n_heads: int, stem: str) -> None:
 SCORE_NOTES = Texts({"rope": "masks.scores.rope", "alibi": "masks.scores.alibi"})
 
 
-@st.fragment
+@fragment
 def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> None:
     st.header(t("masks.scores.header"), divider="gray")
     st.markdown(t("masks.scores.text"))
@@ -252,7 +253,7 @@ def predictions_table(tokenizer, causal: MaskedBatch, open_: MaskedBatch, b: int
     })
 
 
-@st.fragment
+@fragment
 def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_from: str) -> None:
     cfg, task_name = bundle.config, bundle.task.name
     st.header(t("masks.open.header"), divider="gray")

@@ -13,6 +13,7 @@ from ui import decodes, display
 from ui import model_registry as registry
 from ui.code_links import code_link
 from ui.display import HALF_WIDTH
+from ui.failure import fragment
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.positions import MAX_DIMS, POSITIONS
@@ -70,7 +71,7 @@ def plotted_dims(view: View, d_model: int) -> list[int]:
 
 
 # ----------------------------------------------------------------------------------------- 1 the table
-@st.fragment
+@fragment
 def sinusoidal_explorer(view: View, model_d: int) -> None:
     st.header(t("positions.table.header"), divider="gray")
     c1, c2 = st.columns(2)
@@ -205,7 +206,7 @@ def chosen_position(view: View, name: str, length: int, default: int) -> int:
     return default if value is None else value
 
 
-@st.fragment
+@fragment
 def rope_view(view: View, key: str, bundle, text: str, pieces: list[str]) -> None:
     cfg = bundle.config
     st.header(t("positions.rope.header"), divider="gray")
@@ -274,7 +275,7 @@ def alibi_view(bundle, pieces: list[str]) -> None:
 
 
 # ----------------------------------------------------------------------------------------- 4 no positions
-@st.fragment
+@fragment
 def without_positions(view: View, key: str, bundle, text: str) -> None:
     task = bundle.task
     st.header(t("positions.blind.header"), divider="gray")

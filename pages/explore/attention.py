@@ -15,6 +15,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display, knockout
 from ui import model_registry as registry
 from ui.code_links import code_link
+from ui.failure import fragment
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
@@ -123,7 +124,7 @@ def _head_facts(stats: dict, layer: int, head: int) -> str:
     return t("app.sentence", text=t("app.list_separator").join(facts))
 
 
-@st.fragment
+@fragment
 def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knocked: tuple[Head, ...]) -> None:
     """Layer and head pickers (first showing the best-aligned head, if any), the picked head as one large
     clickable heatmap with its numbers in words, and the layer's head average."""
@@ -294,7 +295,7 @@ def switch_kind(view: View, kind: str) -> None:
     view.set("picks", tuple((m, k, layer, head) for (m, k), (layer, head) in picks.items()))
 
 
-@st.fragment
+@fragment
 def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple, knocked: tuple[Head, ...]) -> None:
     """The kind picker, then one head, all heads and the statistics of that kind; `source` (model key,
     version, input, heads knocked out and how) names the decode the charts are built from."""
@@ -319,7 +320,7 @@ def explore(view: View, maps: dict[str, AttentionMap], task, source: tuple, knoc
 # ---------------------------------------------------------------------------------------------- importance
 
 
-@st.fragment
+@fragment
 def head_importance(view: View, key: str, version: int, task_name: str) -> None:
     """Each head knocked out alone on held-out inputs (what it costs in exact match), and heads removed one
     after another, most important first; measured on a click (a few seconds), then kept for every session."""

@@ -14,6 +14,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display
 from ui import model_registry as registry
 from ui.code_links import code_link
+from ui.failure import fragment
 from ui.markdown import code, literal
 from ui.runs_table import shape_text
 from ui.state import View
@@ -139,7 +140,7 @@ def topk_figure(side: Side, index: int):
                            title=t("compare.topk_title", side=side.letter, step=index + 1, k=len(step.topk)))
 
 
-@st.fragment
+@fragment
 def topk(view: View, sides: list[Side]) -> None:
     """Each model's top-k next tokens at the same decoding step."""
     decoded = [s for s in sides if s.result is not None]
@@ -204,7 +205,7 @@ def show(fig, matrix, rows: list[str], cols: list[str], filename: str, key: str)
     display.csv_download(matrix, rows, cols, filename, key=f"csv-{key}")
 
 
-@st.fragment
+@fragment
 def attention(view: View, sides: list[Side], task_name: str) -> None:
     """Kind, layer and head pickers; both models' heads side by side, then A − B where the shapes match."""
     kind = view.widget("kind", st.segmented_control, t("attention.kind_label"), KINDS, format_func=KIND_NAMES.get,
@@ -298,7 +299,7 @@ def facts(side: Side, score: dict | str) -> dict:
     }
 
 
-@st.fragment
+@fragment
 def scores(view: View, sides: list[Side]) -> None:
     """Held-out exact match of both on the same fresh inputs, with size and training."""
     with st.container(horizontal=True, vertical_alignment="bottom"):

@@ -15,6 +15,7 @@ from ui.animations import decode_animation
 from ui import model_registry as registry
 from ui.code_links import code_link
 from ui.display import csv_download, fitted_row, label_width, presenter_sized
+from ui.failure import fragment
 from ui.markdown import code, literal
 from ui.state import View
 from ui.sidebar import EXPORT_FORMAT, presenting
@@ -266,7 +267,7 @@ def current_step(view: View, n_steps: int) -> int:
     return 0 if step is None else step - 1
 
 
-@st.fragment
+@fragment
 def stepper(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
     """Everything that changes with the step or a forced token; a click reruns only this part."""
     forced = checked_forcing(view, bundle.tokenizer)

@@ -16,6 +16,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes
 from ui import model_registry as registry
 from ui.display import show_figure, table_download
+from ui.failure import fragment
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.decode import DECODE
@@ -146,7 +147,7 @@ def failure_table(key: str, task: str, analysis: ErrorAnalysis) -> None:
         st.switch_page(DECODE_PAGE, query_params=decode_params(key, shown[index]))
 
 
-@st.fragment
+@fragment
 def by_length(view: View, key: str, version: int, bundle) -> None:
     """Exact match and token accuracy by input length, past the trained lengths when the model has positions."""
     st.subheader(t("errors.lengths.header"))
@@ -207,7 +208,7 @@ def scheme_caption(reports: dict[str, dict]) -> str:
     return t("app.list_separator").join(parts)
 
 
-@st.fragment
+@fragment
 def position_schemes(view: View) -> None:
     """The shipped models that differ only in their position scheme, by input length past their training."""
     st.subheader(t("errors.schemes.header"))

@@ -12,6 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import model_registry as registry
 from ui import runs_table, uploads
+from ui.failure import fragment
 from ui.markdown import literal
 from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
@@ -251,7 +252,7 @@ def show_examples(examples: list[Example]) -> None:
         st.caption(t("checkpoints.evaluate.all_right", n=len(examples)))
 
 
-@st.fragment
+@fragment
 def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
     """Evaluate on demand, never on opening a link: 2,000 inputs take several seconds."""
     st.subheader(t("checkpoints.evaluate.header"))

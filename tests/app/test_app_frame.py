@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import ast
+import logging
 
 import pytest
 from helpers.browser import open_app_page
-from helpers.repo import ROOT
+from helpers.repo import ROOT, open_link
+from streamlit import config
 
-from ui import runtime
+from transformer.i18n import t, using
+
+from ui import failure, runtime, sidebar
 from ui.catalog import PAGES
 
 PAGES_DIR = ROOT / "pages"
@@ -38,6 +42,91 @@ def test_the_app_parses_one_thread_at_a_time_where_python_needs_it(app, monkeypa
     monkeypatch.setattr(ast, "parse", unwrapped)  # as it was restored after the test
     app()
     assert (getattr(ast.parse, "__wrapped__", None) is unwrapped) is runtime.shared_ast_depth()
+
+
+class Bug(RuntimeError):
+    """The error a test puts in a page's way."""
+
+
+class Kept(logging.Handler):
+    """The records a logger passes on, kept for a test to read."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.fixture
+def learners_server(monkeypatch):
+    """The server's error display as the app ships it (.streamlit/config.toml), and the failure log kept; the tests'
+    own ("full") afterwards."""
+    config.set_option("client.showErrorDetails", "type")
+    kept = Kept()
+    failure._LOGGER.addHandler(kept)
+    yield kept
+    failure._LOGGER.removeHandler(kept)
+    config.set_option("client.showErrorDetails", "full")
+
+
+def broken(*args, **kwargs):
+    raise Bug("a bug in the sidebar")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_unexpected_error_is_a_note_in_the_readers_language_and_the_traceback_goes_to_the_log(
+        learners_server, monkeypatch, lang):
+    at = open_link("pages/explore/decode.py", {"lang": lang, "input": "hello"})
+    picker = at.selectbox(key="active_model_widget")
+    assert not at.exception and not at.error
+    monkeypatch.setattr(sidebar, "render_sidebar", broken)  # app.py imports it at each run
+    at.run()
+    assert not at.exception  # no traceback on the page
+    with using(lang):
+        assert [e.value for e in at.error] == [t("app.unexpected", kind="Bug")]
+    (record,) = learners_server.records
+    assert record.exc_info[0] is Bug and "render_sidebar" in logging.Formatter().formatException(record.exc_info)
+    monkeypatch.undo()  # the bug fixed: the next run is the page as it was
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="active_model_widget").value == picker.value
+    assert at.text_input(key="shared_input_widget").value == "hello"
+
+
+def test_with_full_details_an_unexpected_error_is_streamlits_to_show(monkeypatch):
+    at = open_link("pages/explore/decode.py", {})
+    monkeypatch.setattr(sidebar, "render_sidebar", broken)
+    at.run()
+    assert [e.value for e in at.exception] and "a bug in the sidebar" in at.exception[0].value
+    assert not at.error
+
+
+def fragment_page():
+    """A page whose fragment breaks at a click (AppTest runs this function's body as a script)."""
+    import streamlit as st
+
+    from ui.failure import fragment
+
+    @fragment
+    def part():
+        if st.button("Break", key="break"):
+            raise RuntimeError("a bug in a fragment")
+        st.write("whole")
+
+    part()
+
+
+def test_a_fragments_run_ends_in_the_note_too(learners_server):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(fragment_page).run()
+    assert [m.value for m in at.markdown] == ["whole"]
+    at.button(key="break").click().run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [t("app.unexpected", kind="RuntimeError")]
+    assert learners_server.records[0].exc_info[0] is RuntimeError
 
 
 @pytest.mark.browser

@@ -52,7 +52,8 @@ def _free_port() -> int:
 
 class Server:
     """A Streamlit server for app.py (or another `script` of the repository) on a free loopback port; stopped by
-    its own pid."""
+    its own pid. It shows a page's unexpected error as Streamlit does, traceback and all (ui/failure.py), for the
+    tests to find."""
 
     def __init__(self, script: str = "app.py"):
         self.port = _free_port()
@@ -61,7 +62,8 @@ class Server:
         ARTIFACTS.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", script, "--server.headless=true",
-             "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false"],
+             "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false",
+             "--client.showErrorDetails=full"],
             cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
         )
         deadline = time.time() + 60

@@ -1,6 +1,6 @@
 """The shape of the house: the library's rooms import only from the rooms above them, nothing imports in a circle,
-the library knows nothing of Streamlit or the UI, a function-local import says why it is one, and every module
-is on the map (docs/ARCHITECTURE.md); and app.py's own imports load no torch."""
+the library knows nothing of Streamlit or the UI, a function-local import says why it is one, every module is on
+the map (docs/ARCHITECTURE.md), every fragment is the UI's guarded one; and app.py's own imports load no torch."""
 
 from __future__ import annotations
 
@@ -110,6 +110,17 @@ def test_every_module_is_on_the_map(package):
     missing = [str(path.relative_to(ROOT)) for path in sorted((ROOT / package).rglob("*.py"))
                if path.name != "__init__.py" and str(path.relative_to(ROOT)) not in text]
     assert missing == []
+
+
+def test_every_fragment_ends_an_unexpected_error_in_the_note():
+    """A fragment's own runs are outside app.py's guard: every page and panel makes its fragments with
+    `ui.failure.fragment`, never `st.fragment` itself."""
+    scripts = [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py"))]
+    bare = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in scripts if path.name != "failure.py"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == "fragment" and isinstance(node.value, ast.Name)
+            and node.value.id == "st"]
+    assert bare == []
 
 
 def test_what_app_py_imports_before_its_first_page_loads_no_torch():

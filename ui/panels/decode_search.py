@@ -16,6 +16,7 @@ from transformer.network.tokenizers import TokenizerError
 from ui import decodes
 from ui import model_registry as registry
 from ui.display import show_figure
+from ui.failure import fragment
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
@@ -25,7 +26,7 @@ from transformer.i18n import t
 SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
 
 
-@st.fragment
+@fragment
 def beam_panel(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
     st.subheader(t("decode.beam.header"))
     st.markdown(t("decode.beam.text", formula=r"$\sum_t \log P(y_t \mid y_{<t}, x)$"))
@@ -116,7 +117,7 @@ def drawn_samples(source: decodes.Source, bundle, settings: SampleSettings) -> l
     return kept[1]
 
 
-@st.fragment
+@fragment
 def sampling_panel(view: View, source: decodes.Source, bundle, greedy: DecodeResult) -> None:
     """Temperature / top-k / top-p sampling: a few seeded samples beside greedy, and one step's distributions."""
     st.subheader(t("decode.sampling.header"))

@@ -17,6 +17,7 @@ from ui import animations, display, runs
 from ui.code_links import code_link
 from ui import model_registry as registry
 from ui.run_settings import RunSettings, few_pairs_note
+from ui.failure import fragment
 from ui.markdown import code
 from ui.state import View
 from ui.tables.train import ALL_HEADS
@@ -284,8 +285,8 @@ def live_polling(view: View, run: runs.Run) -> None:
     charts sent at every progress poll cost Chromium a fifth of a core, which training lost (docs/MEASUREMENTS.md).
     Between its polls the progress fragment watches for the run's end (runs.watch_until_next_poll); the charts'
     renewal, like a click, ends that watch and runs next."""
-    st.fragment(live_poll, run_every=runs.POLL_SECONDS)(run)
-    st.fragment(live_chart_renewal, run_every=runs.CHART_SECONDS)(view, run)
+    fragment(live_poll, run_every=runs.POLL_SECONDS)(run)
+    fragment(live_chart_renewal, run_every=runs.CHART_SECONDS)(view, run)
 
 
 def live_poll(run: runs.Run) -> None:
@@ -299,7 +300,7 @@ def live_chart_renewal(view: View, run: runs.Run) -> None:
     live_charts(view, run, runs.chart_snapshot(run, now), now)
 
 
-@st.fragment
+@fragment
 def live_static(view: View, run: runs.Run) -> None:
     """The live view of a run that is not stepping: a pick reruns only this part."""
     now = live_status(run)
