@@ -1,6 +1,7 @@
-"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules, the
-`torch._dynamo` the Train page's first Trainer imports (1.2-2.4 s of CPU) and the default model's error analysis
-(the "Where it fails" page's first visit, ~1 s). Without it each page's first visit did its own (the Train page's:
+"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules and
+the default model's error analysis (the "Where it fails" page's first visit, ~1 s). (Not `torch._dynamo`, 2 s of
+CPU and 70 MB, which torch's first optimiser imports: the server builds none, `Trainer` making its optimisers at
+its first step.) Without it each page's first visit did its own (the Train page's:
 1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py measures first
 visits against a server without it.
 
@@ -43,7 +44,6 @@ ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
 DELAY = 1.0  # seconds from the end of the first page's run to the warm-up's start
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
-LATER = ("torch._dynamo",)  # imported after the pages' modules
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
 GIVE_WAY = 2.0  # seconds the warm-up's next step waits at most for the page views under way
@@ -132,7 +132,7 @@ def _stop(warmer: threading.Timer) -> None:
 
 
 def warm_up() -> None:
-    """ALONE between page views, then every page's modules and LATER, then the default model's error analysis in the
+    """ALONE between page views, then every page's modules, then the default model's error analysis in the
     "Where it fails" page's default view, into the caches the pages read."""
     global _importing
     with _turns:
@@ -144,7 +144,7 @@ def warm_up() -> None:
         with _turns:
             _importing = False
             _turns.notify_all()
-    load([*page_modules(), *LATER])
+    load(page_modules())
     if _views_over():
         warm_errors()
 

@@ -7,6 +7,7 @@ forward (`fast_forward.packed_logits`: the real tokens only); evaluation decodes
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import time
 from datetime import datetime, timezone
@@ -47,10 +48,6 @@ class Trainer:
         self.device = resolve_device(train.device)
         self.model.to(self.device)
         self.batches = torch.Generator().manual_seed(train.seed)
-        self.optimizers = make_optimizers(self.model, train)
-        self.optimizer = self.optimizers[0]  # Adam / AdamW: every parameter, or with muon the non-matrices
-        schedule = warmup_decay(train.warmup, train.steps, train.schedule)
-        self.schedulers = [torch.optim.lr_scheduler.LambdaLR(o, schedule) for o in self.optimizers]
         self.loss_fn = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=train.label_smoothing)
         self.step_count = 0
         self.elapsed = 0.0  # seconds spent in step() and evaluate()
@@ -58,6 +55,28 @@ class Trainer:
         self.last_loss = float("nan")
         self.last_accuracy = float("nan")  # the latest batch's token accuracy (training data, teacher-forced)
         self._heldout: list[tuple[str, str]] = []
+
+    @functools.cached_property
+    def _optimizing(self) -> tuple[list[torch.optim.Optimizer], list[torch.optim.lr_scheduler.LambdaLR]]:
+        """The optimisers and their schedules, made at first use (a step, `state`, `restore`): torch's first
+        optimiser in a process imports torch._dynamo (~2 s of CPU, ~70 MB), which a server showing an untrained
+        model (the Train page's preview, a run's bundle before its first weights) never needs."""
+        optimizers = make_optimizers(self.model, self.config)
+        schedule = warmup_decay(self.config.warmup, self.config.steps, self.config.schedule)
+        return optimizers, [torch.optim.lr_scheduler.LambdaLR(o, schedule) for o in optimizers]
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return self._optimizing[0]
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Adam / AdamW: every parameter, or with muon the non-matrices."""
+        return self.optimizers[0]
+
+    @property
+    def schedulers(self) -> list[torch.optim.lr_scheduler.LambdaLR]:
+        return self._optimizing[1]
 
     def step(self) -> float:
         """One optimisation step on a fresh batch; returns its loss. FloatingPointError if it diverged."""
