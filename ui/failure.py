@@ -40,8 +40,6 @@ def noted():
         st.error(t("app.unexpected", kind=type(exc).__name__), icon=":material/error:")
 
 
-def fragment(func: Callable | None = None, *, run_every: float | None = None):
+def fragment(func: Callable, *, run_every: float | None = None):
     """`st.fragment` whose own runs (after the page's, which app.py guards) end in the note too."""
-    if func is None:
-        return lambda later: fragment(later, run_every=run_every)
     return st.fragment(noted()(func), run_every=run_every)
