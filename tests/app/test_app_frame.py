@@ -48,26 +48,14 @@ class Bug(RuntimeError):
     """The error a test puts in a page's way."""
 
 
-class Kept(logging.Handler):
-    """The records a logger passes on, kept for a test to read."""
-
-    def __init__(self):
-        super().__init__()
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 @pytest.fixture
-def learners_server(monkeypatch):
-    """The server's error display as the app ships it (.streamlit/config.toml), and the failure log kept; the tests'
-    own ("full") afterwards."""
+def learners_server(caplog):
+    """The server's error display as the app ships it (.streamlit/config.toml); yields what ui/failure.py has logged
+    so far (Streamlit's loggers do not propagate to caplog's). The tests' own display ("full") afterwards."""
     config.set_option("client.showErrorDetails", "type")
-    kept = Kept()
-    failure._LOGGER.addHandler(kept)
-    yield kept
-    failure._LOGGER.removeHandler(kept)
+    failure._LOGGER.addHandler(caplog.handler)
+    yield lambda: [record for record in caplog.records if record.name == failure._LOGGER.name]
+    failure._LOGGER.removeHandler(caplog.handler)
     config.set_option("client.showErrorDetails", "full")
 
 
@@ -86,7 +74,7 @@ def test_an_unexpected_error_is_a_note_in_the_readers_language_and_the_traceback
     assert not at.exception  # no traceback on the page
     with using(lang):
         assert [e.value for e in at.error] == [t("app.unexpected", kind="Bug")]
-    (record,) = learners_server.records
+    (record,) = learners_server()
     assert record.exc_info[0] is Bug and "render_sidebar" in logging.Formatter().formatException(record.exc_info)
     monkeypatch.undo()  # the bug fixed: the next run is the page as it was
     at.run()
@@ -126,7 +114,7 @@ def test_a_fragments_run_ends_in_the_note_too(learners_server):
     at.button(key="break").click().run()
     assert not at.exception
     assert [e.value for e in at.error] == [t("app.unexpected", kind="RuntimeError")]
-    assert learners_server.records[0].exc_info[0] is RuntimeError
+    assert learners_server()[0].exc_info[0] is RuntimeError
 
 
 @pytest.mark.browser

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,15 @@ REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 
 
 needs_reverse = pytest.mark.skipif(not REVERSE.is_file(), reason=f"the shipped model {REVERSE} is missing")
+
+
+def fresh_python(code: str) -> str:
+    """What `code` prints, run by a new interpreter at the repository's root (nothing imported yet, as in a server
+    or a worker); the test fails with its stderr if it fails."""
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert run.returncode == 0, run.stderr
+    return run.stdout
 
 
 def reverse_variant(nudge: float):

@@ -8,14 +8,12 @@ import os
 import pickle
 import random
 import struct
-import subprocess
-import sys
 import zipfile
 
 import pytest
 import safetensors.torch
 import torch
-from helpers.repo import ROOT
+from helpers.repo import fresh_python
 from helpers.hostile import Payload
 
 from transformer.bundle import ModelBundle
@@ -378,10 +376,6 @@ def test_pt_refusal_message_is_plain_and_never_advises_unsafe_loading(tmp_path):
 def test_loading_a_checkpoint_does_not_import_torch_dynamo():
     """Building the model on the meta device to check a file imported torch._dynamo (2.4 s of a first load,
     which the first page to show a model paid); a fresh process loads the shipped model without it."""
-    root = ROOT
-    code = ("import sys\nfrom transformer.store.checkpoints import load_bundle\n"
-            "load_bundle('assets/checkpoints/reverse.safetensors')\nprint('torch._dynamo' in sys.modules)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(root)))
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "False"
+    assert fresh_python("import sys\nfrom transformer.store.checkpoints import load_bundle\n"
+                        "load_bundle('assets/checkpoints/reverse.safetensors')\n"
+                        "print('torch._dynamo' in sys.modules)\n").strip() == "False"

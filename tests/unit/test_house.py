@@ -5,13 +5,11 @@ the map (docs/ARCHITECTURE.md), every fragment is the UI's guarded one; and app.
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.repo import ROOT
+from helpers.repo import ROOT, fresh_python
 
 # The library's rooms, in the order docs/ARCHITECTURE.md gives: each may import only from the rooms before it.
 ROOMS = ("settings", "i18n", "network", "tasks", "bundle", "analysis", "training", "store", "runs", "charts", "cli")
@@ -130,7 +128,5 @@ def test_what_app_py_imports_before_its_first_page_loads_no_torch():
     second later and a fresh server's first chart came 0.9 s later)."""
     tree = ast.parse((ROOT / "app.py").read_text())
     modules = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
-    code = f"import sys; import {', '.join(modules)}; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False", modules
+    assert fresh_python(f"import sys; import {', '.join(modules)}; print('torch' in sys.modules)").strip() == "False", \
+        modules

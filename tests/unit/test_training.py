@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 from helpers.jobs import waiter
-from helpers.repo import ROOT
+from helpers.repo import ROOT, fresh_python
 
 from transformer.analysis.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
 from transformer.network.special_tokens import EOS, PAD
@@ -107,12 +107,10 @@ def test_same_seed_gives_same_losses_and_another_seed_differs():
 def test_a_trainer_makes_its_optimisers_at_its_first_step_so_an_untrained_model_needs_no_dynamo():
     """torch's first optimiser imports torch._dynamo (~2 s of CPU, ~70 MB): a server that only shows an untrained
     model (the Train page's preview) must not pay it. In a fresh process, as a server is."""
-    code = ("import sys\nfrom transformer.training.presets import PRESETS\n"
-            "trainer = PRESETS['reverse'].trainer()\ntrainer.bundle()\nprint('torch._dynamo' in sys.modules)\n"
-            "trainer.step()\nprint('torch._dynamo' in sys.modules)\n")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["False", "True"]
+    assert fresh_python("import sys\nfrom transformer.training.presets import PRESETS\n"
+                        "trainer = PRESETS['reverse'].trainer()\ntrainer.bundle()\n"
+                        "print('torch._dynamo' in sys.modules)\n"
+                        "trainer.step()\nprint('torch._dynamo' in sys.modules)\n").split() == ["False", "True"]
 
 
 def test_loss_decreases_on_a_tiny_copy_task():
