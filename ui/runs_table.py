@@ -19,6 +19,7 @@ from transformer.tasks import TASKS
 from . import display
 from . import model_registry as registry
 from . import runs
+from .failure import callback
 from .run_settings import OPTIMIZER_LABELS
 from .state import View
 from .tables.compare import COMPARE
@@ -192,7 +193,7 @@ def section(view: View) -> None:
         compare = st.button(t("runs.compare"), key="runs_compare", icon=":material/compare:",
                             disabled=len(chosen) != 2, help=t("runs.compare_help"))
         st.button(t("checkpoints.actions.activate"), key="runs_activate", icon=":material/check_circle:",
-                  disabled=len(chosen) != 1, on_click=activate, args=(table,), help=t("runs.activate_help"))
+                  disabled=len(chosen) != 1, on_click=callback(activate), args=(table,), help=t("runs.activate_help"))
         if len(chosen) == 1:
             row = chosen[0]
             st.download_button(t("checkpoints.actions.download"), data=lambda: file_bytes(row),

@@ -32,6 +32,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from transformer.i18n import t
 
+from .failure import callback
 from .markdown import literal
 
 FORMAT_VERSION = 1
@@ -386,7 +387,7 @@ class View:
             if on_change is not None:
                 on_change()
 
-        return make(*args, key=wkey, on_change=changed, **kwargs)
+        return make(*args, key=wkey, on_change=callback(changed), **kwargs)
 
     # -- the link in
     def adopt_link(self) -> None:

@@ -14,7 +14,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes, display
 from ui import model_registry as registry
 from ui.code_links import code_link
-from ui.failure import fragment
+from ui.failure import callback, fragment
 from ui.markdown import code, literal
 from ui.runs_table import shape_text
 from ui.state import View
@@ -100,8 +100,8 @@ def pick_models(view: View, entries: dict[str, registry.ModelEntry]) -> tuple[st
     with right:
         view.widget("b", st.selectbox, t("compare.model_b"), keys, format_func=lambda k: entries[k].label,
                     to_widget=lambda _: b)
-    button.button(t("compare.swap"), key="compare_swap", icon=":material/swap_horiz:", on_click=swap, args=(view,),
-                  width="stretch", help=t("compare.swap_help"))
+    button.button(t("compare.swap"), key="compare_swap", icon=":material/swap_horiz:", on_click=callback(swap),
+                  args=(view,), width="stretch", help=t("compare.swap_help"))
     return a, b
 
 

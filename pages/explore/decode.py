@@ -15,7 +15,7 @@ from ui.animations import decode_animation
 from ui import model_registry as registry
 from ui.code_links import code_link
 from ui.display import csv_download, fitted_row, label_width, presenter_sized
-from ui.failure import fragment
+from ui.failure import callback, fragment
 from ui.markdown import code, literal
 from ui.state import View
 from ui.sidebar import EXPORT_FORMAT, presenting
@@ -126,7 +126,7 @@ def force_panel(view: View, tokenizer, result: DecodeResult, index: int) -> None
         pick = st.selectbox(t("decode.force.token"), order, index=default, format_func=labels.get,
                             key=f"decode_force_pick_{index}")
         st.button(t("decode.force.button"), icon=":material/call_split:", key="decode_force_it", type="primary",
-                  on_click=force, args=(view, index, pick, model_choice))
+                  on_click=callback(force), args=(view, index, pick, model_choice))
 
 
 def output_chips(result: DecodeResult, other: DecodeResult) -> str:
@@ -169,7 +169,7 @@ def outcome(view: View, tokenizer, result: DecodeResult, greedy: DecodeResult, a
         if answer is not None and (said := recovery(result, tokenizer.encode(answer) + [EOS])) is not None:
             st.markdown(said)
         st.button(t("decode.reset"), icon=":material/restart_alt:", key="decode_reset",
-                  on_click=view.set, args=("force", ()))
+                  on_click=callback(view.set), args=("force", ()))
     if answer is not None:
         st.markdown(t("decode.expected", answer=code(answer)))
     else:

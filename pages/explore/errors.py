@@ -16,7 +16,7 @@ from streamlit.delta_generator import DeltaGenerator
 from ui import decodes
 from ui import model_registry as registry
 from ui.display import show_figure, table_download
-from ui.failure import fragment
+from ui.failure import callback, fragment
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.decode import DECODE
@@ -247,7 +247,8 @@ def position_schemes(view: View) -> None:
         table_download(table, chart_filename("reverse", "position-schemes"), key="errors_schemes_csv")
     for cell, scheme in zip(cells[1:], files):
         if cell.button(t("errors.schemes.activate", scheme=SCHEMES.get(scheme, scheme)), key=f"errors_open_{scheme}",
-                       on_click=registry.open_position_model, args=(scheme,), help=t("errors.schemes.activate_help")):
+                       on_click=callback(registry.open_position_model), args=(scheme,),
+                       help=t("errors.schemes.activate_help")):
             st.rerun()  # the whole page: the sidebar and the sections above show the new active model
     view.sync_url()
 

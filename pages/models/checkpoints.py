@@ -12,7 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from ui import model_registry as registry
 from ui import runs_table, uploads
-from ui.failure import fragment
+from ui.failure import callback, fragment
 from ui.markdown import literal
 from ui.sidebar import card_notes, model_card_lines
 from ui.state import View
@@ -195,7 +195,7 @@ def actions(view: View, key: str, entry: registry.ModelEntry, bundle: ModelBundl
     row = st.container(horizontal=True)  # wraps onto a second row where a narrow column cannot hold all three
     row.button(t("checkpoints.actions.active") if active else t("checkpoints.actions.activate"),
                icon=":material/check_circle:", type="primary", key="ckpt_activate", disabled=active,
-               on_click=registry.set_active, args=(key,), width="stretch",
+               on_click=callback(registry.set_active), args=(key,), width="stretch",
                help=t("checkpoints.actions.activate_help"))
     row.download_button(
         t("checkpoints.actions.download"),
@@ -203,7 +203,7 @@ def actions(view: View, key: str, entry: registry.ModelEntry, bundle: ModelBundl
         file_name=f"{bundle.name}.safetensors", mime="application/octet-stream", key="ckpt_download",
         icon=":material/download:", on_click="ignore", width="stretch", help=t("checkpoints.actions.download_help"))
     row.button(t("checkpoints.actions.remove"), icon=":material/delete:", key="ckpt_remove",
-               disabled=entry.origin == "shipped", on_click=remove, args=(view, key), width="stretch",
+               disabled=entry.origin == "shipped", on_click=callback(remove), args=(view, key), width="stretch",
                help=t("checkpoints.actions.shipped" if entry.origin == "shipped"
                       else "checkpoints.actions.remove_help"))
 
@@ -305,10 +305,10 @@ def upload_section(view: View) -> None:
     view.widget("activate", st.toggle, t("checkpoints.upload.activate"), help=t("checkpoints.upload.activate_help"))
     left, right = st.columns([3, 2])
     file = left.file_uploader(t("checkpoints.upload.file"), type=uploads.CHECKPOINT_TYPES, key=uploads.FILE,
-                              on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
+                              on_change=callback(uploaded), args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB)
     right.file_uploader(
         t("checkpoints.upload.metadata"), type=["json"], key=uploads.METADATA,
-        on_change=uploaded, args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB,
+        on_change=callback(uploaded), args=(view,), max_upload_size=uploads.UPLOAD_LIMIT_MB,
         help=t("checkpoints.upload.metadata_help"))
     if (outcome := uploads.shown_outcome(file)) is not None:  # file names and errors shown as written
         if outcome.ok:

@@ -17,6 +17,7 @@ from transformer.tasks import TASKS, CustomTask, make_task
 from transformer.tasks.custom import parse_pairs
 from ui import model_registry as registry
 from ui import runs
+from ui.failure import callback
 from ui.panels.train_live import check_probe_view, live_polling, live_static, preview_view, probe_box, show_message
 from ui.panels.train_settings import check_settings, live_settings, number, settings_panel
 from ui.run_settings import RunSettings, settings_problem
@@ -105,20 +106,20 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
     live = state in runs.LIVE
     with st.container(horizontal=True, vertical_alignment="bottom", key="train_controls"):
         st.button(t("train.start"), key="train_start", icon=":material/play_arrow:", type="primary",
-                  disabled=live or problem is not None, on_click=runs.request_start)
+                  disabled=live or problem is not None, on_click=callback(runs.request_start))
         st.button(t("train.pause"), key="train_pause", icon=":material/pause:", disabled=state not in runs.POLLED,
-                  on_click=lambda: run.pause(), help=t("train.pause_help"))
+                  on_click=callback(lambda: run.pause()), help=t("train.pause_help"))
         st.button(t("train.resume"), key="train_resume", icon=":material/resume:", disabled=state != "paused",
-                  on_click=resume, args=(view, run))
+                  on_click=callback(resume), args=(view, run))
         st.button(t("train.stop"), key="train_stop", icon=":material/stop:", disabled=not live,
-                  on_click=lambda: run.stop(), help=t("train.stop_help"))
+                  on_click=callback(lambda: run.stop()), help=t("train.stop_help"))
         number(view, TRAIN.by_name["step_count"], label_visibility="collapsed",  # Step's count
                width=STEP_COUNT_PX)
         st.button(t("train.step"), key="train_step", icon=":material/skip_next:",
                   disabled=state in runs.POLLED or (state != "paused" and problem is not None),
-                  on_click=step_clicked, args=(view, run), help=t("train.step_help"))
+                  on_click=callback(step_clicked), args=(view, run), help=t("train.step_help"))
         st.button(t("train.reset"), key="train_reset", icon=":material/restart_alt:", disabled=run is None,
-                  on_click=runs.discard_run, help=t("train.reset_help"))
+                  on_click=callback(runs.discard_run), help=t("train.reset_help"))
 
 
 # ---------------------------------------------------------------------------------------------- result
@@ -154,7 +155,7 @@ def result_panel(view: View, run: runs.Run) -> None:
     name = model_name(view, run, step)
     added = run.added.get(step)
     use_col.button(t("train.result.use"), key="train_use", icon=":material/check_circle:", type="primary",
-                   width="stretch", disabled=added is not None, on_click=use_model, args=(view, run),
+                   width="stretch", disabled=added is not None, on_click=callback(use_model), args=(view, run),
                    help=t("train.result.use_help"))
     download_col.download_button(
         t("train.result.download"), data=lambda: bundle_to_bytes(run.bundle(name)), key="train_download",

@@ -14,6 +14,8 @@ from transformer.i18n import t, using
 
 from ui import failure, runtime, sidebar
 from ui.catalog import PAGES
+from ui.state import View
+from ui.tables.positions import POSITIONS
 
 PAGES_DIR = ROOT / "pages"
 
@@ -115,6 +117,41 @@ def test_a_fragments_run_ends_in_the_note_too(learners_server):
     assert not at.exception
     assert [e.value for e in at.error] == [t("app.unexpected", kind="RuntimeError")]
     assert learners_server()[0].exc_info[0] is RuntimeError
+
+
+def callback_page():
+    """A page whose button's callback breaks (AppTest runs this function's body as a script)."""
+    import streamlit as st
+
+    from ui.failure import callback
+
+    def bug():
+        raise RuntimeError("a bug in a callback")
+
+    st.button("Break", key="break", on_click=callback(bug))
+    st.write("whole")
+
+
+def test_a_buttons_callback_ends_in_the_note_and_the_page_draws_on(learners_server):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(callback_page).run()
+    at.button(key="break").click().run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [t("app.unexpected", kind="RuntimeError")]
+    assert [m.value for m in at.markdown] == ["whole"]  # the page's run after the callback
+    assert learners_server()[0].exc_info[0] is RuntimeError
+
+
+def test_a_widgets_change_callback_ends_in_the_note_and_keeps_the_change(learners_server, monkeypatch):
+    """View.widget's own callback (here the positions page's d_model slider, which resets the plotted dimensions)."""
+    at = open_link("pages/concepts/positions.py", {})
+    monkeypatch.setattr(View, "reset", broken)
+    at.slider(key=POSITIONS.view().widget_key("d_model")).set_value(30).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [t("app.unexpected", kind="Bug")]
+    assert at.slider(key=POSITIONS.view().widget_key("d_model")).value == 30
+    assert learners_server()[0].exc_info[0] is Bug
 
 
 @pytest.mark.browser

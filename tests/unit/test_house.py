@@ -1,6 +1,7 @@
 """The shape of the house: the library's rooms import only from the rooms above them, nothing imports in a circle,
 the library knows nothing of Streamlit or the UI, a function-local import says why it is one, every module is on
-the map (docs/ARCHITECTURE.md), every fragment is the UI's guarded one; and app.py's own imports load no torch."""
+the map (docs/ARCHITECTURE.md), every fragment and widget callback is the UI's guarded one; and app.py's own imports
+load no torch."""
 
 from __future__ import annotations
 
@@ -118,6 +119,19 @@ def test_every_fragment_ends_an_unexpected_error_in_the_note():
             for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.Attribute) and node.attr == "fragment" and isinstance(node.value, ast.Name)
             and node.value.id == "st"]
+    assert bare == []
+
+
+def test_every_widget_callback_ends_an_unexpected_error_in_the_note():
+    """Streamlit calls a widget's on_click / on_change before the page's run, outside app.py's guard: every one is
+    wrapped in `ui.failure.callback`, or given to `View.widget`, which wraps its own (or names no function)."""
+    scripts = [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py"))]
+    bare = [f"{path.relative_to(ROOT)}:{node.lineno} {keyword.arg}" for path in scripts
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+            and not (isinstance(node.func, ast.Attribute) and node.func.attr == "widget")
+            for keyword in node.keywords if keyword.arg in ("on_click", "on_change")
+            and not isinstance(keyword.value, ast.Constant)
+            and not (isinstance(keyword.value, ast.Call) and getattr(keyword.value.func, "id", None) == "callback")]
     assert bare == []
 
 

@@ -17,7 +17,7 @@ from ui import animations, display, runs
 from ui.code_links import code_link
 from ui import model_registry as registry
 from ui.run_settings import RunSettings, few_pairs_note
-from ui.failure import fragment
+from ui.failure import callback, fragment
 from ui.markdown import code
 from ui.state import View
 from ui.tables.train import ALL_HEADS
@@ -270,8 +270,8 @@ def keep_row(run: runs.Run, snapshot) -> None:
     kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
     with st.container(horizontal=True, vertical_alignment="center"):
         st.button(t("train.live.keep", step=snapshot.step), key="train_keep", icon=":material/bookmark_add:",
-                  disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=keep_clicked, args=(run,),
-                  help=t("train.live.keep_help", n=runs.MAX_SNAPSHOTS))
+                  disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=callback(keep_clicked),
+                  args=(run,), help=t("train.live.keep_help", n=runs.MAX_SNAPSHOTS))
         done = t("train.live.kept_steps", steps=t("app.list_items").join(t("charts.step", n=f"{step:,}")
                                                                           for step, _ in kept)) if kept else ""
         st.caption(done + t("train.live.keep_caption"))

@@ -13,6 +13,7 @@ from transformer.tasks.custom import (
 from transformer.i18n import Texts, t
 from transformer.training.devices import DEVICES, cuda_available
 from transformer.training.diagnosis import MIN_LEARNING_PAIRS
+from ui.failure import callback
 from ui.run_settings import (
     DEVICE_LABELS, INIT_LABELS, NORM_LABELS, OPTIMIZER_LABELS, POSITIONAL_LABELS, SCHEDULE_LABELS, TRAIN_DEFAULTS,
     RunSettings, few_pairs_note, largest_batch, model_problem, settings_summary, task_class, task_defaults,
@@ -90,7 +91,7 @@ def preset_row(view: View, task: str) -> None:
     with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
         st.markdown(note, help=t("train.preset_help"))
         st.button(t("train.reset_preset"), key="train_preset_reset", icon=":material/settings_backup_restore:",
-                  disabled=not changed, on_click=reset_to_preset, args=(view,))
+                  disabled=not changed, on_click=callback(reset_to_preset), args=(view,))
 
 
 def settings_panel(view: View) -> RunSettings:
