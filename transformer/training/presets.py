@@ -104,7 +104,9 @@ PRESETS: dict[str, Preset] = {p.task: p for p in (
                 "under the AVX2 cap (--cpu avx2), 7.8-11.0 s of CPU; 550 or 600 steps reached no sooner (425-525). "
                 "2026-11-27 on an AVX2 EPYC (Zen 3): seeds 0-4 at 425-475 (seeds 0-2 in 13.7-15.8 s quiet); no "
                 "other batch, length, rate or width reached sooner on every seed (docs/MEASUREMENTS.md, \"The "
-                "evening's push\")"),
+                "evening's push\"); 2026-11-28 there, seeds 0-5 at 450, 475, 450, 450, 425 and none by 500 (seed 5), "
+                "and Adam's beta2 0.98-0.99, no label smoothing, 2 heads, 1+2 layers or Muon lr 0.05 no sooner on "
+                "every seed (\"The fourth morning\")"),
     Preset("dates", 0.95, {"init": "identity"}, {**QUICK, "steps": 350, "batch_size": 32},
            zoo=_zoo(3000, 0.995, *ZOO_MUON),
            note="issue 25 (2026-11-26, one pinned core of the AMD EPYC, load 7-17, so CPU seconds): 350 steps, "
