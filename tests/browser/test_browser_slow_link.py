@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from helpers.browser import open_app_page, query, read_settled, screenshot, settle, wait_for_app
-from ui.run_settings import TRAIN_DEFAULTS
-from ui.tables.train import preset_settings
+from ui.tables.train import TRAIN
 
 pytestmark = pytest.mark.browser
 
@@ -47,7 +46,7 @@ def test_a_change_made_before_the_last_run_is_heard_of_is_kept(fresh_server, pag
     pg.add_init_script(HOLD_JS)
     open_app_page(pg, f"{fresh_server.url}/train")
     pg.get_by_text("Training settings", exact=True).click()
-    preset_lr = f"{preset_settings(TRAIN_DEFAULTS.task).get('lr', TRAIN_DEFAULTS.lr):.4f}"
+    preset_lr = f"{TRAIN.view().default('lr', {'task': TRAIN.by_name['task'].default}):.4f}"  # the task's preset
     assert read_settled(pg, lambda p: box(p, "lr").input_value(), preset_lr) == preset_lr  # not its minimum
     enter(pg, "seed", "10")
     settle(pg)

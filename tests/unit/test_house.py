@@ -6,6 +6,7 @@ load no torch."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -111,12 +112,18 @@ def test_every_module_is_on_the_map(package):
     assert missing == []
 
 
+@functools.cache
+def ui_scripts() -> list[tuple[Path, ast.Module]]:
+    """app.py, the UI's modules and the page scripts, each with its parsed tree."""
+    paths = [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py"))]
+    return [(path, ast.parse(path.read_text())) for path in paths]
+
+
 def test_every_fragment_ends_an_unexpected_error_in_the_note():
     """A fragment's own runs are outside app.py's guard: every page and panel makes its fragments with
     `ui.failure.fragment`, never `st.fragment` itself."""
-    scripts = [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py"))]
-    bare = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in scripts if path.name != "failure.py"
-            for node in ast.walk(ast.parse(path.read_text()))
+    bare = [f"{path.relative_to(ROOT)}:{node.lineno}" for path, tree in ui_scripts() if path.name != "failure.py"
+            for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and node.attr == "fragment" and isinstance(node.value, ast.Name)
             and node.value.id == "st"]
     assert bare == []
@@ -125,9 +132,8 @@ def test_every_fragment_ends_an_unexpected_error_in_the_note():
 def test_every_widget_callback_ends_an_unexpected_error_in_the_note():
     """Streamlit calls a widget's on_click / on_change before the page's run, outside app.py's guard: every one is
     wrapped in `ui.failure.callback`, or given to `View.widget`, which wraps its own (or names no function)."""
-    scripts = [ROOT / "app.py", *sorted((ROOT / "ui").rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py"))]
-    bare = [f"{path.relative_to(ROOT)}:{node.lineno} {keyword.arg}" for path in scripts
-            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)
+    bare = [f"{path.relative_to(ROOT)}:{node.lineno} {keyword.arg}" for path, tree in ui_scripts()
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
             and not (isinstance(node.func, ast.Attribute) and node.func.attr == "widget")
             for keyword in node.keywords if keyword.arg in ("on_click", "on_change")
             and not isinstance(keyword.value, ast.Constant)
