@@ -14,8 +14,8 @@ from helpers.browser import SCRIPT_IDLE, Server, choose, open_app_page, read_set
 
 pytestmark = pytest.mark.browser
 
-TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "Heads": "2"},
-        "Training settings": {"Batch size": "16", "Total steps": "5000"}}  # still training when paused
+TINY = {"Model shape": {"d_model": "16", "d_ff": "32", "n_heads": "2"},
+        "Training settings": {"batch_size": "16", "steps": "5000"}}  # still training when paused
 CURVES_POINTS = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
     .find(d => d.data && d.data.some(t => t.name === 'exact match'));
@@ -66,11 +66,8 @@ def pick(pg, label: str, option: str) -> None:
 def set_tiny_config(pg) -> None:
     for section, fields in TINY.items():
         pg.get_by_text(section, exact=True).click()
-        for label, value in fields.items():
-            box = pg.get_by_role("spinbutton", name=label, exact=True)
-            box.fill(value)
-            box.press("Enter")
-            settle(pg)
+        for name, value in fields.items():
+            type_number(pg, name, value)
     pg.get_by_text("Stop once held-out exact match reaches").click()  # reverse's preset can reach it in seconds
     settle(pg)
 
