@@ -81,6 +81,7 @@ TRAIN_OPTIONS = {
     "--batch-size": ("batch_size", int, "sequences per step"),
     "--optimizer": ("optimizer", str, f"one of {', '.join(OPTIMIZERS)} (muon: Muon for the layer matrices + Adam)"),
     "--muon-lr": ("muon_lr", float, "peak learning rate of Muon's matrices (--optimizer muon)"),
+    "--muon-momentum": ("muon_momentum", float, "Muon's momentum (--optimizer muon; torch.optim.Muon's default 0.95)"),
     "--beta1": ("beta1", float, "Adam's first-moment decay rate"),
     "--beta2": ("beta2", float, "Adam's second-moment decay rate"),
     "--weight-decay": ("weight_decay", float, "weight decay"),

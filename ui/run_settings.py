@@ -133,11 +133,16 @@ def largest_batch(settings: RunSettings, ceiling: int) -> int | None:
 
 
 def optimizer_text(train: TrainConfig) -> str:
-    """e.g. "Adam, learning rate 0.007" or "Muon lr 0.04 + Adam lr 0.007 (β 0.8, 0.95)", then the decay."""
+    """e.g. "Adam, learning rate 0.007" or "Muon lr 0.04 (momentum 0.9) + Adam lr 0.007 (β 0.8, 0.95)", then the
+    decay; a momentum or betas only where they differ from the defaults."""
     betas = "" if (train.beta1, train.beta2) == (TRAIN_DEFAULTS.beta1, TRAIN_DEFAULTS.beta2) else \
         f" (β {train.beta1:g}, {train.beta2:g})"
-    text = t("train.summary.muon", muon_lr=f"{train.muon_lr:g}", lr=f"{train.lr:g}") if train.optimizer == "muon" \
-        else t("train.summary.adam", optimizer=train.optimizer.capitalize(), lr=f"{train.lr:g}")
+    momentum = "" if train.muon_momentum == TRAIN_DEFAULTS.muon_momentum else \
+        t("train.summary.muon_momentum", momentum=f"{train.muon_momentum:g}")
+    if train.optimizer == "muon":
+        text = t("train.summary.muon", muon_lr=f"{train.muon_lr:g}", momentum=momentum, lr=f"{train.lr:g}")
+    else:
+        text = t("train.summary.adam", optimizer=train.optimizer.capitalize(), lr=f"{train.lr:g}")
     return t("train.summary.optimizer", text=text, betas=betas, schedule=SCHEDULE_LABELS[train.schedule].lower())
 
 

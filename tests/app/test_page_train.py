@@ -724,6 +724,7 @@ HOSTILE = [  # (query, the URL the page shows after it: the default view, bar wh
     ({"device": "tpu"}, {}), ({"device": "CUDA"}, {}), ({"optimizer": "sgd"}, {}), ({"qk_norm": "yes"}, {}),
     ({"muon_lr": "5"}, {}), ({"task": "addition", "optimizer": "lion"}, {"task": "addition"}),
     ({"init": "zeros"}, {}), ({"schedule": "step"}, {}), ({"beta1": "1"}, {}), ({"beta2": "nan"}, {}),
+    ({"muon_momentum": "1"}, {}),
 ]
 
 

@@ -87,22 +87,26 @@ def test_the_options_reach_the_worker(train_page):  # noqa: F811
     config, train = bundle.model.config, bundle.card["train"]
     assert config.qk_norm and config.n_enc_layers == 2 and config.n_dec_layers == 1
     recipe = PRESETS["addition"].train
-    assert (train["optimizer"], train["muon_lr"], train["steps"], train["task"]) == (
-        "muon", 0.03, recipe["steps"], "addition")
+    assert (train["optimizer"], train["muon_lr"], train["muon_momentum"], train["steps"], train["task"]) == (
+        "muon", 0.03, recipe["muon_momentum"], recipe["steps"], "addition")
     assert at.session_state["train_run"].settings.target == PRESETS["addition"].target
     summary = next(m.value for m in at.markdown if m.value.startswith("**Model:**"))  # the live run's settings
-    assert "qk-norm" in summary and f"Muon lr 0.03 + Adam lr {recipe['lr']:g}" in summary
+    assert "qk-norm" in summary and f"Muon lr 0.03 (momentum {recipe['muon_momentum']:g}) + Adam lr {recipe['lr']:g}" \
+        in summary
     assert f"batch {recipe['batch_size']}, up to {recipe['steps']:,} steps" in summary
 
 
 def test_the_options_round_trip_through_the_url(train_page):  # noqa: F811
     at = train_page()
-    assert at.number_input(key=key("muon_lr")).disabled  # Adam: no Muon learning rate to set
+    assert at.number_input(key=key("muon_lr")).disabled  # Adam: no Muon learning rate or momentum to set
+    assert at.number_input(key=key("muon_momentum")).disabled
     at.toggle(key=key("qk_norm")).set_value(True)
     at.selectbox(key=key("optimizer")).set_value("muon").run()
+    assert not at.number_input(key=key("muon_momentum")).disabled
     at.number_input(key=key("muon_lr")).set_value(0.05).run()
+    at.number_input(key=key("muon_momentum")).set_value(0.85).run()
     query = dict(at.query_params)
-    assert query == {"v": "1", "qk_norm": "1", "optimizer": "muon", "muon_lr": "0.05"}
+    assert query == {"v": "1", "qk_norm": "1", "optimizer": "muon", "muon_lr": "0.05", "muon_momentum": "0.85"}
     again = linked(query)
     assert not again.exception and not again.warning and not again.error
     assert shown_settings(again) == shown_settings(at) and dict(again.query_params) == query

@@ -75,7 +75,7 @@ def shown_settings(at) -> dict:
              for name in (*MODEL_FIELDS, *TRAIN_FIELDS, *task_defaults(at.selectbox(key=key("task")).value))}
     shown.update({name: at.selectbox(key=key(name)).value
                   for name in ("task", "norm", "positional", "optimizer", "init", "schedule")})
-    shown["muon_lr"] = at.number_input(key=key("muon_lr")).value
+    shown.update({name: at.number_input(key=key(name)).value for name in ("muon_lr", "muon_momentum")})
     shown["qk_norm"] = at.toggle(key=key("qk_norm")).value
     shown["stop_early"] = at.checkbox(key=key("stop_early")).value
     shown["probe"] = at.text_input(key=key("probe")).value

@@ -48,7 +48,7 @@ def test_a_short_run_lowers_the_loss(optimizer):
 
 
 def test_muon_takes_the_layer_matrices_and_adam_the_rest():
-    trainer = Trainer(config(optimizer="muon", muon_lr=0.05), MODEL)
+    trainer = Trainer(config(optimizer="muon", muon_lr=0.05, muon_momentum=0.9), MODEL)
     adam, muon = trainer.optimizers
     assert isinstance(muon, torch.optim.Muon) and isinstance(adam, torch.optim.Adam)
     matrices, joint = muon.param_groups
@@ -62,6 +62,7 @@ def test_muon_takes_the_layer_matrices_and_adam_the_rest():
     assert sorted(map(id, muon_params)) == sorted(map(id, muon_parameters(trainer.model)[0]))
     assert adam_params == muon_parameters(trainer.model)[1]
     assert muon.param_groups[0]["initial_lr"] == 0.05 and adam.param_groups[0]["initial_lr"] == 1e-2
+    assert [group["momentum"] for group in muon.param_groups] == [0.9, 0.9]
 
 
 SHAPES = [(8, 8), (8, 8), (16, 8), (8, 16), (16, 8), (64, 256), (256, 64)]  # square, tall (transposed), wide
@@ -153,7 +154,8 @@ def test_both_rates_follow_the_schedule():
     assert [o.param_groups[0]["lr"] for o in trainer.optimizers] == pytest.approx([1e-2 * 3 / 4, 0.02 * 3 / 4])
 
 
-@pytest.mark.parametrize("bad", [{"optimizer": "sgd"}, {"muon_lr": 0.0}, {"muon_lr": float("nan")}, {"muon_lr": "1"}])
+@pytest.mark.parametrize("bad", [{"optimizer": "sgd"}, {"muon_lr": 0.0}, {"muon_lr": float("nan")}, {"muon_lr": "1"},
+                                 {"muon_momentum": 1.0}, {"muon_momentum": -0.1}])
 def test_bad_optimizer_settings_are_refused(bad):
     with pytest.raises(ValueError):
         config(**bad).validate()

@@ -56,8 +56,10 @@ def test_a_shape_or_recipe_flag_replaces_the_preset(flags, model, recipe):
 
 
 def test_new_flags_reach_the_configs():
-    train, model, _ = settings("--task", "copy", "--qk-norm", "on", "--optimizer", "muon", "--muon-lr", "0.05")
-    assert model == {"qk_norm": True} and (train["optimizer"], train["muon_lr"]) == ("muon", 0.05)
+    train, model, _ = settings("--task", "copy", "--qk-norm", "on", "--optimizer", "muon", "--muon-lr", "0.05",
+                               "--muon-momentum", "0.9")
+    assert model == {"qk_norm": True}
+    assert (train["optimizer"], train["muon_lr"], train["muon_momentum"]) == ("muon", 0.05, 0.9)
     train, model, _ = settings("--task", "copy", "--init", "identity", "--schedule", "cosine", "--beta1", "0.8",
                                "--beta2", "0.95")
     assert model == {"init": "identity"}

@@ -33,6 +33,7 @@ TRAIN_BOUNDS: dict[str, tuple[float, float]] = {
     "label_smoothing": (0.0, 0.5),
     "clip": (0.0, 1000.0),
     "muon_lr": (1e-7, 1.0),
+    "muon_momentum": (0.0, 0.999),
     "beta1": (0.0, 0.999),
     "beta2": (0.0, 0.9999),
     "seed": (0, 2**31 - 1),
@@ -49,9 +50,10 @@ class TrainConfig:
     clip = 0 turns gradient clipping off. The learning rate rises linearly over `warmup` steps, then
     falls to 2% of `lr` at `steps`, along a line or (schedule "cosine") half a cosine. Adam's moment decay
     rates are `beta1` and `beta2`. optimizer "muon": torch.optim.Muon (as BatchedMuon; peak rate `muon_lr`, same
-    schedule) for the 2-D weight matrices inside the encoder and decoder layers, Adam (`lr`) for the
-    embeddings, the generator, biases and norms. Evaluation runs every `eval_every` steps on `eval_samples`
-    held-out pairs; a result at or above a target is confirmed on `confirm_samples` pairs before training stops.
+    schedule; momentum `muon_momentum`) for the 2-D weight matrices inside the encoder and decoder layers, Adam
+    (`lr`) for the embeddings, the generator, biases and norms. Evaluation runs every `eval_every` steps on
+    `eval_samples` held-out pairs; a result at or above a target is confirmed on `confirm_samples` pairs before
+    training stops.
     device: "auto" (CUDA when available, else the CPU), "cpu" or "cuda" (transformer.devices); settings saved
     before it existed load as "auto".
     """
@@ -67,6 +69,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.98
     muon_lr: float = 0.02
+    muon_momentum: float = 0.95
     weight_decay: float = 0.0
     label_smoothing: float = 0.0
     clip: float = 1.0

@@ -134,5 +134,6 @@ def make_optimizers(model: EncoderDecoder, train: TrainConfig) -> list[torch.opt
         joint = {id(p) for p in joint_projections(model)}
         groups = [{"params": [p for p in matrices if id(p) not in joint]},
                   {"params": [p for p in matrices if id(p) in joint], "blocks": len(PROJECTIONS)}]
-        optimizers.append(BatchedMuon(groups, lr=train.muon_lr, weight_decay=train.weight_decay))
+        optimizers.append(BatchedMuon(groups, lr=train.muon_lr, momentum=train.muon_momentum,
+                                      weight_decay=train.weight_decay))
     return optimizers

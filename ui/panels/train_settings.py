@@ -21,8 +21,8 @@ from ui.run_settings import (
 )
 from ui.state import View
 from ui.tables.train import (
-    MODEL_FIELDS, MUON_LR, PARAM_FIELDS, PRESET_PROPS, TRAIN_FIELDS, FloatSetting, IntSetting, preset_note,
-    settings_of, settings_text, stop_target,
+    MODEL_FIELDS, MUON_LR, MUON_MOMENTUM, PARAM_FIELDS, PRESET_PROPS, TRAIN_FIELDS, FloatSetting, IntSetting,
+    preset_note, settings_of, settings_text, stop_target,
 )
 
 TOKENIZATION_LABELS = Texts({"char": "train.custom.char", "sentencepiece": "train.custom.sentencepiece"})
@@ -126,13 +126,15 @@ def settings_panel(view: View) -> RunSettings:
                         help=t("train.init_help"))
     with train_col, st.expander(t("checkpoints.card.training"), icon=":material/tune:"):
         grid(view, TRAIN_FIELDS)
-        opt_col, muon_col, schedule_col = st.columns(3)
+        opt_col, muon_col, momentum_col = st.columns(3)
         with opt_col:
             optimizer = view.widget("optimizer", st.selectbox, t("train.optimizer"), list(OPTIMIZER_LABELS),
                                     format_func=OPTIMIZER_LABELS.get, help=t("train.optimizer_help"))
         with muon_col:
             number(view, MUON_LR, disabled=optimizer != "muon")
-        with schedule_col:
+        with momentum_col:
+            number(view, MUON_MOMENTUM, disabled=optimizer != "muon")
+        with st.columns(3)[0]:
             view.widget("schedule", st.selectbox, t("train.schedule"), list(SCHEDULE_LABELS),
                         format_func=SCHEDULE_LABELS.get, help=t("train.schedule_help"))
         view.widget("stop_early", st.checkbox, t("train.stop_early", target=stop_target(task)),
