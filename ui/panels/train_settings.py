@@ -48,12 +48,12 @@ def number(view: View, prop: IntSetting | FloatSetting, disabled: bool = False, 
                        **extra)
 
 
-def grid(view: View, fields: dict, columns: int = 3) -> None:
+def grid(view: View, fields: dict, columns: int = 3, disabled: bool = False) -> None:
     """Number inputs for `fields`, `columns` to a row."""
     cols = st.columns(columns)
     for i, prop in enumerate(fields.values()):
         with cols[i % columns]:
-            number(view, prop)
+            number(view, prop, disabled=disabled)
 
 
 def check_settings(view: View) -> None:
@@ -126,17 +126,14 @@ def settings_panel(view: View) -> RunSettings:
                         help=t("train.init_help"))
     with train_col, st.expander(t("checkpoints.card.training"), icon=":material/tune:"):
         grid(view, TRAIN_FIELDS)
-        opt_col, muon_col, momentum_col = st.columns(3)
+        opt_col, schedule_col = st.columns(2)
         with opt_col:
             optimizer = view.widget("optimizer", st.selectbox, t("train.optimizer"), list(OPTIMIZER_LABELS),
                                     format_func=OPTIMIZER_LABELS.get, help=t("train.optimizer_help"))
-        with muon_col:
-            number(view, MUON_LR, disabled=optimizer != "muon")
-        with momentum_col:
-            number(view, MUON_MOMENTUM, disabled=optimizer != "muon")
-        with st.columns(3)[0]:
+        with schedule_col:
             view.widget("schedule", st.selectbox, t("train.schedule"), list(SCHEDULE_LABELS),
                         format_func=SCHEDULE_LABELS.get, help=t("train.schedule_help"))
+        grid(view, {prop.name: prop for prop in (MUON_LR, MUON_MOMENTUM)}, disabled=optimizer != "muon")
         view.widget("stop_early", st.checkbox, t("train.stop_early", target=stop_target(task)),
                     help=t("train.stop_early_help", every=TRAIN_DEFAULTS.eval_every, n=TRAIN_DEFAULTS.eval_samples,
                            confirm=TRAIN_DEFAULTS.confirm_samples))
