@@ -137,9 +137,9 @@ def optimizer_text(train: TrainConfig) -> str:
     decay; a momentum or betas only where they differ from the defaults."""
     betas = "" if (train.beta1, train.beta2) == (TRAIN_DEFAULTS.beta1, TRAIN_DEFAULTS.beta2) else \
         f" (β {train.beta1:g}, {train.beta2:g})"
-    momentum = "" if train.muon_momentum == TRAIN_DEFAULTS.muon_momentum else \
-        t("train.summary.muon_momentum", momentum=f"{train.muon_momentum:g}")
     if train.optimizer == "muon":
+        momentum = "" if train.muon_momentum == TRAIN_DEFAULTS.muon_momentum else \
+            t("train.summary.muon_momentum", momentum=f"{train.muon_momentum:g}")
         text = t("train.summary.muon", muon_lr=f"{train.muon_lr:g}", momentum=momentum, lr=f"{train.lr:g}")
     else:
         text = t("train.summary.adam", optimizer=train.optimizer.capitalize(), lr=f"{train.lr:g}")

@@ -24,7 +24,7 @@ from transformer.training.config import TRAIN_BOUNDS
 from transformer.training.presets import PRESETS
 from ui import runs
 from ui.run_settings import settings_summary
-from ui.tables.train import MUON_LR, PRESET_PROPS, TRAIN, preset_note, preset_values, setting_text, stop_target
+from ui.tables.train import MUON_FIELDS, PRESET_PROPS, TRAIN, preset_note, preset_values, setting_text, stop_target
 
 PRESET_NOTE = "Preset for"
 FOLDED = "Settings (locked while the run is live)"
@@ -44,8 +44,9 @@ def test_every_preset_setting_is_a_page_setting_within_its_bounds():
     assert "Muon learning rate 0.04" in preset_note("addition") and "Batch size 32" in preset_note("reverse")
     assert preset_note("reverse").startswith("Identity layers, small embeddings, Warm-up steps 50, Cosine decay, ")
     assert preset_note(CustomTask.name) == "the library defaults"  # your own data: no preset
-    lo, hi = TRAIN_BOUNDS["muon_lr"]
-    assert lo <= MUON_LR.lo <= MUON_LR.default <= MUON_LR.hi <= hi
+    for name, prop in MUON_FIELDS.items():
+        lo, hi = TRAIN_BOUNDS[name]
+        assert lo <= prop.lo <= prop.default <= prop.hi <= hi
 
 
 def test_picking_a_task_loads_its_preset_and_reset_returns_to_it(train_page):  # noqa: F811

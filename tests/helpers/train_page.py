@@ -13,7 +13,7 @@ from helpers.repo import open_link
 from transformer.runs.process_job import ProcessJob
 from ui import runs
 from ui.run_settings import task_defaults
-from ui.tables.train import MODEL_FIELDS, TRAIN, TRAIN_FIELDS
+from ui.tables.train import MODEL_FIELDS, MUON_FIELDS, TRAIN, TRAIN_FIELDS
 
 PAGE = "pages/models/train.py"
 
@@ -72,10 +72,10 @@ def linked(query: dict[str, str]):
 def shown_settings(at) -> dict:
     """Every setting the page's widgets show, by prop name."""
     shown = {name: at.number_input(key=key(name)).value
-             for name in (*MODEL_FIELDS, *TRAIN_FIELDS, *task_defaults(at.selectbox(key=key("task")).value))}
+             for name in (*MODEL_FIELDS, *TRAIN_FIELDS, *MUON_FIELDS,
+                          *task_defaults(at.selectbox(key=key("task")).value))}
     shown.update({name: at.selectbox(key=key(name)).value
                   for name in ("task", "norm", "positional", "optimizer", "init", "schedule")})
-    shown.update({name: at.number_input(key=key(name)).value for name in ("muon_lr", "muon_momentum")})
     shown["qk_norm"] = at.toggle(key=key("qk_norm")).value
     shown["stop_early"] = at.checkbox(key=key("stop_early")).value
     shown["probe"] = at.text_input(key=key("probe")).value

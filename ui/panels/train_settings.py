@@ -21,8 +21,8 @@ from ui.run_settings import (
 )
 from ui.state import View
 from ui.tables.train import (
-    MODEL_FIELDS, MUON_LR, MUON_MOMENTUM, PARAM_FIELDS, PRESET_PROPS, TRAIN_FIELDS, FloatSetting, IntSetting,
-    preset_note, settings_of, settings_text, stop_target,
+    MODEL_FIELDS, MUON_FIELDS, PARAM_FIELDS, PRESET_PROPS, TRAIN_FIELDS, FloatSetting, IntSetting, preset_note,
+    settings_of, settings_text, stop_target,
 )
 
 TOKENIZATION_LABELS = Texts({"char": "train.custom.char", "sentencepiece": "train.custom.sentencepiece"})
@@ -133,7 +133,7 @@ def settings_panel(view: View) -> RunSettings:
         with schedule_col:
             view.widget("schedule", st.selectbox, t("train.schedule"), list(SCHEDULE_LABELS),
                         format_func=SCHEDULE_LABELS.get, help=t("train.schedule_help"))
-        grid(view, {prop.name: prop for prop in (MUON_LR, MUON_MOMENTUM)}, disabled=optimizer != "muon")
+        grid(view, MUON_FIELDS, disabled=optimizer != "muon")
         view.widget("stop_early", st.checkbox, t("train.stop_early", target=stop_target(task)),
                     help=t("train.stop_early_help", every=TRAIN_DEFAULTS.eval_every, n=TRAIN_DEFAULTS.eval_samples,
                            confirm=TRAIN_DEFAULTS.confirm_samples))

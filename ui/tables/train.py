@@ -133,11 +133,13 @@ PARAM_FIELDS: dict[str, IntSetting] = {p.name: p for p in (
     IntSetting("max_year", _P["max_year"], lo=1000, hi=9999, fmt="%d", depends_on=("task",)),
     IntSetting("max_value", _P["max_value"], lo=10, hi=999_999, depends_on=("task",)),
 )}
-MUON_LR = follows_preset(FloatSetting("muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, fmt="%.4f"))
-MUON_MOMENTUM = follows_preset(FloatSetting("muon_momentum", _T["muon_momentum"], lo=0.0, hi=0.999, step=0.05,
-                                            fmt="%.3f"))
+# Muon's own settings (optimizer "muon" only)
+MUON_FIELDS: dict[str, FloatSetting] = {p.name: follows_preset(p) for p in (
+    FloatSetting("muon_lr", _T["muon_lr"], lo=1e-4, hi=0.2, step=0.005, fmt="%.4f"),
+    FloatSetting("muon_momentum", _T["muon_momentum"], lo=0.0, hi=0.999, step=0.05, fmt="%.3f"),
+)}
 ALL_HEADS = 0  # the `head` prop's value for "every head" (a head is 1-based)
-TRAIN_CHOICES = ("optimizer", "muon_lr", "muon_momentum", "schedule")  # the training settings outside the grid
+TRAIN_CHOICES = ("optimizer", *MUON_FIELDS, "schedule")  # the training settings outside the TRAIN_FIELDS grid
 
 TRAIN = register(StateTable("train", (
     Choice("task", default=TRAIN_DEFAULTS.task, options=(*TASKS, CustomTask.name)),
@@ -153,8 +155,7 @@ TRAIN = register(StateTable("train", (
     follows_preset(Choice("init", default=_M["init"], options=tuple(INIT_LABELS))),
     *TRAIN_FIELDS.values(),
     follows_preset(Choice("optimizer", default=_T["optimizer"], options=tuple(OPTIMIZER_LABELS))),
-    MUON_LR,
-    MUON_MOMENTUM,
+    *MUON_FIELDS.values(),
     follows_preset(Choice("schedule", default=_T["schedule"], options=tuple(SCHEDULE_LABELS))),
     Flag("stop_early", default=True),  # stop at the task's bar (stop_target) of held-out exact match
     Choice("device", default=TRAIN_DEFAULTS.device, options=DEVICES),  # where the run trains
