@@ -55,17 +55,29 @@ def active_model(pg) -> str:
     return pg.locator("[data-testid=stSidebar] [data-testid=stSelectbox] input[role=combobox]").first.input_value()
 
 
-def alert(pg, kind: str, wait: bool = True):
+def alert(pg, kind: str, wait: bool = True, log: Path | None = None):
     """The page's `kind` alert ("Error", "Success"), once shown (with `wait`): an upload's check may outlast the
-    settle's pause on a loaded machine (the huge-trace model's did, in CI)."""
+    settle's pause on a loaded machine (the huge-trace model's did, in CI). Where none comes, the failure says what
+    the page shows instead: its alerts, the uploader's file, a screenshot and the end of the server's `log` (CI met a
+    page with no Success)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     found = pg.locator(f"[data-testid=stAlertContent{kind}]")
     if wait:
-        found.first.wait_for(timeout=120_000)
+        try:
+            found.first.wait_for(timeout=120_000)
+        except PlaywrightTimeout:
+            shown = pg.locator("[data-testid^=stAlertContent], [data-testid=stException]").all_inner_texts()
+            uploader = pg.locator(f".st-key-{uploads.FILE}").all_inner_texts()
+            shot = screenshot(pg, f"hostile_upload_no_{kind.lower()}")
+            tail = log.read_text(errors="replace")[-3000:] if log is not None else ""
+            raise AssertionError(f"no {kind} alert in 120 s; the page shows {shown}, the uploader {uploader} "
+                                 f"(see {shot.name}); the server's log ends:\n{tail}") from None
     return found
 
 
 def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
-    pg, pid = page, fresh_server.proc.pid
+    pg, pid, log = page, fresh_server.proc.pid, fresh_server.log
     fetched, dialogs = [], []
     pg.on("request", lambda r: fetched.append(r.url) if "x.png" in r.url or "example.invalid" in r.url else None)
     pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -81,7 +93,7 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     before = reset_peak(pid)
     upload(pg, "bomb.pt", bomb)
     figures["(a) .pt zip bomb"] = (before, status_mb(pid, "VmHWM"))
-    message = alert(pg, "Error").inner_text()
+    message = alert(pg, "Error", log=log).inner_text()
     unpacked = f"would unpack to {BOMB_MIB:,}.0 MB; the limit is {uploads.UPLOAD_LIMIT / MB:.1f} MB"
     assert "“bomb.pt” was refused" in message and unpacked in message and "Nothing was changed" in message, message
     assert active_model(pg) == "reverse (pretrained)"
@@ -91,7 +103,7 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     before = reset_peak(pid)
     upload(pg, "bad_card.safetensors", with_card(tiny_bundle(), BAD_CARD))
     figures["(b) wrong-typed card"] = (before, status_mb(pid, "VmHWM"))
-    message = alert(pg, "Success").inner_text()
+    message = alert(pg, "Success", log=log).inner_text()
     assert "“bad_card.safetensors” loaded as “bad_card”" in message and "Its model card was cleaned" in message
     assert all(note in message for note in NOTES) and "many" not in message, message
     assert active_model(pg) == "bad_card (uploaded)"
@@ -106,7 +118,7 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     before = reset_peak(pid)
     upload(pg, f"{MARKUP}.pt", b"PK\x03\x04 not an archive at all")
     figures["(c) markup file name"] = (before, status_mb(pid, "VmHWM"))
-    error = alert(pg, "Error")
+    error = alert(pg, "Error", log=log)
     assert f"“{MARKUP}.pt” was refused" in error.inner_text(), error.inner_text()
     assert error.locator(RENDERED).count() == 0
     assert active_model(pg) == "bad_card (uploaded)"  # a refusal changes nothing
@@ -120,12 +132,12 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     before = reset_peak(pid)
     upload(pg, "huge_trace.safetensors",
            bundle_to_bytes(endless(tiny_bundle(n_enc_layers=12, n_dec_layers=12, n_heads=16, max_len=1024))))
-    message = alert(pg, "Success").inner_text()
+    message = alert(pg, "Success", log=log).inner_text()
     assert "The pages that trace a decode will refuse it" in message and "about 1.5 GB" in message, message
     for link in ("Step-by-step decoding", "All attention heads"):
         pg.get_by_role("link", name=link).click()
         settle(pg, 800, timeout=120_000)
-        error = alert(pg, "Error").first.inner_text()
+        error = alert(pg, "Error", log=log).first.inner_text()
         assert "would need about 1.5 GB, mostly attention traces" in error and "the limit is 1.0 GB" in error, error
         assert active_model(pg) == "huge_trace (uploaded)"
     figures["(d) huge-trace model, then the decoding and attention pages"] = (before, status_mb(pid, "VmHWM"))
