@@ -1,7 +1,9 @@
 """The live view shows a run's end when it comes, not at its next poll, and a click during its watch is not held
 up (issue 25, item 3: the Train page's Start -> "Finished" waited up to a poll, 0.75 s, for the end to show).
 A stand-in run on a page of its own (tests/helpers/watch_app.py) polled as the Train page's live view polls its run,
-by a real server and Chromium: the moments compared are the server's and the browser's clocks on this machine."""
+by a real server and Chromium. The page counts its polls and says how each watch ended, which is what the tests
+check: a bound on seconds failed under CI's load (a click answered after 0.45 s), and the seconds are the
+benchmarks' to time."""
 
 from __future__ import annotations
 
@@ -44,26 +46,37 @@ def watch_server():
         yield server
 
 
-def test_a_run_that_ends_early_in_a_poll_shows_its_end_within_a_fraction_of_it(watch_server, page):
+def test_a_run_that_ends_early_in_a_poll_shows_its_end_in_that_poll(watch_server, page):
+    """The run ends 0.1 s into the live view's second poll: its end shows before a third poll begins (the page
+    counts them), which only the watch can do. How long after it came is the message's (benchmarks time it)."""
     page.goto(watch_server.url + "/?end=poll")
-    shown = seen(page, r"ended \d+")
+    shown = seen(page, r"ended \d+ after poll \d+")
     late = (shown["at"] - int(shown["text"].split()[1])) / 1000
-    assert late < POLL_SECONDS / 2, f"the end showed {late:.2f} s after it came (a poll is {POLL_SECONDS} s)"
+    assert shown["text"].endswith("after poll 2"), f"{shown['text']}: shown {late:.2f} s after it came"
 
 
 def test_a_click_during_the_watch_is_answered_at_once(watch_server, page):
+    """A click that comes while a poll watches ends that watch (the page says how the watch before the click's run
+    ended). A click the browser delivers only after the watch ran out (a loaded machine) proves nothing: another
+    is made, up to three for each of the three clicks."""
     page.goto(watch_server.url + "/?end=never")
     page.wait_for_selector("text=/^poll [2-9]/")  # the live view's own polls run (and watch)
-    lags = []
-    for clicks in range(1, 4):
-        polls = page.locator("text=/^poll \\d+/").inner_text()
-        page.wait_for_function(f"() => !document.body.textContent.includes({polls!r})")  # a poll has just begun
-        page.wait_for_timeout(50)  # ... and drawn: it is watching now
-        began = page.evaluate("Date.now()")
-        page.evaluate(WATCH_JS, f"clicks {clicks}")
-        page.locator(".st-key-count button").click()
-        lags.append((page.wait_for_function("window.apSeen", timeout=15_000).json_value()["at"] - began) / 1000)
-    assert max(lags) < 0.4, f"clicks answered after {lags} s (a watch lasts up to {POLL_SECONDS - POLL_IDLE:.2f} s)"
+    clicks, answered = 0, []
+    for _ in range(3):
+        for _ in range(3):
+            polls = page.locator("text=/^poll \\d+/").inner_text()
+            page.wait_for_function(f"() => !document.body.textContent.includes({polls!r})")  # a poll has just begun
+            page.wait_for_timeout(50)  # ... and drawn: it is watching now
+            began = page.evaluate("Date.now()")
+            clicks += 1
+            page.evaluate(WATCH_JS, f"clicks {clicks} after a watch that (was cut short|ran out)")
+            page.locator(".st-key-count button").click()
+            shown = page.wait_for_function("window.apSeen", timeout=15_000).json_value()
+            answered.append((round((shown["at"] - began) / 1000, 3), shown["text"]))
+            if shown["text"].endswith("was cut short"):
+                break
+        else:
+            raise AssertionError(f"no click cut a watch short in three tries: {answered} (s after the click)")
 
 
 def test_a_run_of_the_whole_page_does_not_watch(watch_server, page):
