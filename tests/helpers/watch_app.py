@@ -2,7 +2,8 @@
 its run (ui/panels/train_live.live_poll: draw, then ui/runs.watch_until_next_poll). Each session's run ends at a
 moment the page writes down: `?end=poll` 0.1 s into the live view's first poll after the first draw (a poll later
 than that is what showing its end would take without the watch), `?end=never` not at all. Beside the clicks counted,
-it says how the watch of the run before ended: "cut short" (something waited for that run to end) or "ran out"."""
+it says how the watch of the run before ended: it "was cut short" (something waited for that run to end), it "ran
+out", or it "never began" (a run of the whole page does not watch)."""
 
 from __future__ import annotations
 
