@@ -63,6 +63,13 @@ def pick(pg, label: str, option: str) -> None:
     choose(pg, pg.get_by_role("combobox", name=re.compile(f"^{label}")), option)
 
 
+def pick_head(pg, option: str) -> None:
+    """Choose `option` in the probe's Head picker once one is on the page: while a run that redraws the live view
+    is still drawing, the picker it replaces may be there too (seen in CI after a pause: a strict-mode error)."""
+    wait_until(pg, lambda: pg.get_by_role("combobox", name=re.compile("^Head")).count() == 1, "one head picker")
+    pick(pg, "Head", option)
+
+
 def set_tiny_config(pg) -> None:
     for section, fields in TINY.items():
         pg.get_by_text(section, exact=True).click()
@@ -92,7 +99,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
 
     # a click while training: pick one head; the chart follows and the step count keeps rising
     began = time.monotonic()
-    pick(page, "Head", "Head 2")  # while the live view renews itself: tests/browser/test_browser_live_pick.py
+    pick_head(page, "Head 2")  # while the live view renews itself: tests/browser/test_browser_live_pick.py
     wait_until(page, lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), "the head pick")
     click_seconds = time.monotonic() - began
     print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
@@ -167,7 +174,7 @@ def step_and_pick_head(pg) -> dict:
     """Step (10 steps, then pause), pick Head 2: the probe chart's title and data."""
     pg.get_by_role("button", name="Step", exact=True).click()
     wait_until(pg, lambda: pg.get_by_text("Paused.").count() and step_shown(pg) == 10, "ten steps")
-    pick(pg, "Head", "Head 2")
+    pick_head(pg, "Head 2")
     wait_until(pg, lambda: "head 2" in ((pg.evaluate(CHART_DATA, "train_probe_chart") or {}).get("title") or ""),
                "the head pick")
     return pg.evaluate(CHART_DATA, "train_probe_chart")
