@@ -289,6 +289,11 @@ def say(kind: str, text: str, slot: str = "controls") -> None:
     st.session_state.setdefault(MESSAGES, {})[slot] = (kind, text)
 
 
+def watch_ends(polled: float) -> float:
+    """The time.monotonic() at which the watch after a poll drawn at `polled` gives way to the next poll."""
+    return polled + POLL_SECONDS - POLL_IDLE
+
+
 def watch_until_next_poll(run: Run, polled: float, state: str) -> None:
     """After a poll has drawn the live view in `state` (at time.monotonic() `polled`), wait for the run to leave it
     until shortly before the next poll, and rerun the whole page the moment it does: the end of a run shows when
@@ -298,7 +303,7 @@ def watch_until_next_poll(run: Run, polled: float, state: str) -> None:
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not ctx.fragment_ids_this_run:
         return
-    while (left := polled + POLL_SECONDS - POLL_IDLE - time.monotonic()) > 0 and not asked_again(ctx):
+    while (left := watch_ends(polled) - time.monotonic()) > 0 and not asked_again(ctx):
         if run.wait_while(state, min(left, WAIT_SLICE)) != state:
             st.rerun()
 

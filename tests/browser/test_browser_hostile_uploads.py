@@ -30,6 +30,7 @@ NOTES = ("card field 'exact_match' was dropped: it must be a number in 0..1",
          "card field 'steps' was dropped: it must be a whole number in 0..1,000,000,000")
 MARKUP = "<img src=x.png onerror=alert(1)>**bold**![x](http:example.invalid) :red[r] `c` $x$ <b>b</b>"
 RENDERED = "img, strong, b, a, code, span[class*=math], [data-testid=stMarkdownColoredText]"  # none may appear
+UPLOADER = f".st-key-{uploads.FILE}"  # the checkpoints page's uploader
 WINDOWS = "Object.defineProperty(Navigator.prototype, 'platform', {get: () => 'Win32'});"
 
 pytestmark = [pytest.mark.browser, needs_reverse]
@@ -46,14 +47,14 @@ def reset_peak(pid: int) -> float:
 
 
 def upload(pg, name: str, data: bytes) -> None:
-    pg.locator(f".st-key-{uploads.FILE} input[type=file]").set_input_files(
+    pg.locator(f"{UPLOADER} input[type=file]").set_input_files(
         {"name": name, "mimeType": "application/octet-stream", "buffer": data})
     settle(pg, 800, timeout=120_000)
 
 
 def remove_file(pg) -> None:
     """Remove the checkpoint uploader's file, as its chip's delete button does, and wait for the run it causes."""
-    pg.locator(f".st-key-{uploads.FILE} [data-testid=stFileChipDeleteBtn]").first.click()
+    pg.locator(f"{UPLOADER} [data-testid=stFileChipDeleteBtn]").first.click()
     settle(pg, 800, timeout=120_000)
 
 
@@ -74,7 +75,7 @@ def alert(pg, kind: str, wait: bool = True, log: Path | None = None):
             found.first.wait_for(timeout=120_000)
         except PlaywrightTimeout:
             shown = pg.locator("[data-testid^=stAlertContent], [data-testid=stException]").all_inner_texts()
-            uploader = pg.locator(f".st-key-{uploads.FILE}").all_inner_texts()
+            uploader = pg.locator(UPLOADER).all_inner_texts()
             shot = screenshot(pg, f"hostile_upload_no_{kind.lower()}")
             tail = log.read_text(errors="replace")[-3000:] if log is not None else ""
             raise AssertionError(f"no {kind} alert in 120 s; the page shows {shown}, the uploader {uploader} "
@@ -117,7 +118,7 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     assert any(all(note in text.lower() for note in NOTES) for text in sidebar), sidebar
     card = pg.locator("[data-testid=stMain] [data-testid=stCaptionContainer]").all_inner_texts()
     assert any(all(note in text.lower() for note in NOTES) for text in card), card
-    assert pg.locator(f".st-key-{uploads.FILE} input[type=file]").count() == 1  # the uploader stays
+    assert pg.locator(f"{UPLOADER} input[type=file]").count() == 1  # the uploader stays
     screenshot(pg, "hostile_upload_bad_card")
 
     # (c) a file named like markdown and HTML: refused, its name shown exactly as written
@@ -138,7 +139,7 @@ def test_hostile_uploads_cannot_hurt_the_server(fresh_server, page):
     # replace a file, as dropping one on it does; in two CI runs this third replacement showed no outcome (in
     # 30 s, then in 120 s; cause unknown, never seen here), so the file is removed first, and its message with it
     remove_file(pg)
-    assert pg.locator(f".st-key-{uploads.FILE} [data-testid=stFileChip]").count() == 0
+    assert pg.locator(f"{UPLOADER} [data-testid=stFileChip]").count() == 0
     assert alert(pg, "Error", wait=False).count() == 0 and active_model(pg) == "bad_card (uploaded)"
     before = reset_peak(pid)
     upload(pg, "huge_trace.safetensors",
@@ -190,7 +191,7 @@ def test_the_browser_lets_through_exactly_what_the_app_accepts(fresh_server, _br
     assert uploads.UPLOAD_LIMIT == uploads.UPLOAD_LIMIT_MB * 10**6 < uploads.UPLOAD_LIMIT_MB * MB
     limit = uploads.UPLOAD_LIMIT
     for platform, pg in on_each_platform(_browser, f"{fresh_server.url}/checkpoints"):
-        uploader = pg.locator(f".st-key-{uploads.FILE}")
+        uploader = pg.locator(UPLOADER)
         uploader.get_by_text("20MB per file").wait_for()  # what the uploader says
         if platform == "linux":  # one byte over: the browser refuses it, the server never sees it
             upload(pg, "over.safetensors", bytes(limit + 1))

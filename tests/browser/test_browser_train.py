@@ -58,15 +58,20 @@ def wait_until(pg, predicate, what: str, timeout: float = 90.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def selectbox(pg, label: str):
+    """The selectbox(es) labelled `label`."""
+    return pg.get_by_role("combobox", name=re.compile(f"^{label}"))
+
+
 def pick(pg, label: str, option: str) -> None:
     """Choose `option` in the selectbox `label`."""
-    choose(pg, pg.get_by_role("combobox", name=re.compile(f"^{label}")), option)
+    choose(pg, selectbox(pg, label), option)
 
 
 def pick_head(pg, option: str) -> None:
     """Choose `option` in the probe's Head picker once one is on the page: while a run that redraws the live view
     is still drawing, the picker it replaces may be there too (seen in CI after a pause: a strict-mode error)."""
-    wait_until(pg, lambda: pg.get_by_role("combobox", name=re.compile("^Head")).count() == 1, "one head picker")
+    wait_until(pg, lambda: selectbox(pg, "Head").count() == 1, "one head picker")
     pick(pg, "Head", option)
 
 

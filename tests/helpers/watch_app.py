@@ -46,7 +46,7 @@ def live(run: StandIn) -> None:
     ctx = get_script_run_ctx()
     if not ctx.fragment_ids_this_run:
         st.session_state.watch = "never began (a run of the whole page)"
-    elif polled + runs.POLL_SECONDS - runs.POLL_IDLE > time.monotonic() and runs.asked_again(ctx):
+    elif runs.watch_ends(polled) > time.monotonic() and runs.asked_again(ctx):
         st.session_state.watch = "was cut short"
     else:
         st.session_state.watch = "ran out"
