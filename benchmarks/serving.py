@@ -88,12 +88,13 @@ def free_port() -> int:
 
 
 class AppServer:
-    """`streamlit run app.py` on 127.0.0.1 at a free port, with `env` added to its environment (and a model
-    store of its own); stopped by its pid. With `timed`, every script or fragment run's wall and CPU time
-    is logged (benchmarks/step_click.py's server) and script_runs() reads them. With `cpus`, the server and
+    """`streamlit run app.py` (or `script`) on 127.0.0.1 at a free port, with `env` added to its environment (and
+    a model store of its own); stopped by its pid. With `timed`, every script or fragment run of app.py is timed
+    (wall and CPU: benchmarks/step_click.py's server) and script_runs() reads them. With `cpus`, the server and
     the workers it starts run on those CPUs only."""
 
-    def __init__(self, env: dict[str, str] | None = None, timed: bool = False, cpus: set[int] | None = None):
+    def __init__(self, env: dict[str, str] | None = None, timed: bool = False, cpus: set[int] | None = None,
+                 script: str = "app.py"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         folder = Path(tempfile.mkdtemp(prefix="ap-bench-"))
@@ -102,7 +103,7 @@ class AppServer:
         if timed:
             command = [sys.executable, str(Path(__file__).resolve()), str(self.port), str(self.runs_log)]
         else:
-            command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+            command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless=true",
                        "--server.address=127.0.0.1", f"--server.port={self.port}",
                        "--browser.gatherUsageStats=false"]
         environment = {**os.environ, "AP_MODEL_STORE": store, **(env or {})}
