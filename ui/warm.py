@@ -10,9 +10,11 @@ so a warm-up beside it took as long as it saved (the home page's first chart cam
 ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s later than one begun DELAY seconds
 after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md).
 
-Page views go first: between its steps (each module, the analysis) the warm-up waits while a page view runs, up to
-GIVE_WAY seconds (a busy class server's views may never all be over at once), so a first visit made while it runs is
-not slowed by its imports.
+Page views go first: between its steps (each module, the analysis, the garbage collection at its end) the warm-up
+waits while a page view runs and for DELAY seconds after it, while the browser draws what it sent, up to GIVE_WAY
+seconds (a busy class server's views may never all be over at once), so a first visit made while it runs is not
+slowed by it. (The analysis, begun as the Code page's run ended, put that page's first chart 1.3-2.1 s after the
+click instead of 0.5-0.9 s on a slow two-core machine: its browser was still drawing.)
 
 Page views and the warm-up take turns over pandas (`page_view`): two threads may import a module at once through
 `import` statements, which take the module's lock, but plotly reads pandas from sys.modules without importing it,
@@ -32,6 +34,7 @@ import atexit
 import importlib
 import logging
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,7 +45,7 @@ from ui.catalog import PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
-DELAY = 1.0  # seconds from the end of the first page's run to the warm-up's start
+DELAY = 1.0  # seconds the browser draws what a page view sent (0.5-1.6 s measured): the warm-up waits them out
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
@@ -50,6 +53,7 @@ GIVE_WAY = 2.0  # seconds the warm-up's next step waits at most for the page vie
 
 _turns = threading.Condition()  # guards the three below
 _views = 0  # page views under way
+_last_view = float("-inf")  # when the last one ended (time.monotonic())
 _importing = False  # the warm-up imports ALONE
 _started = False  # once per server
 _stopping = threading.Event()  # set at the interpreter's exit
@@ -82,9 +86,14 @@ def load(names: list[str]) -> None:
 
 
 def _views_over() -> bool:
-    """Wait until no page view is under way (GIVE_WAY seconds at most); False once the interpreter is exiting."""
+    """Wait until no page view is under way and the last ended DELAY seconds ago (GIVE_WAY seconds at most); False
+    once the interpreter is exiting."""
+    give_up = time.monotonic() + GIVE_WAY
     with _turns:
-        _turns.wait_for(lambda: _views == 0 or _stopping.is_set(), GIVE_WAY)
+        while not _stopping.is_set() and (now := time.monotonic()) < give_up:
+            if _views == 0 and now >= _last_view + DELAY:
+                break
+            _turns.wait(min(give_up, _last_view + DELAY) - now if _views == 0 else give_up - now)
     return not _stopping.is_set()
 
 
@@ -92,7 +101,7 @@ def _views_over() -> bool:
 def page_view():
     """Around a page view (app.py's script run): it waits while the warm-up imports ALONE, which waits for the views
     under way."""
-    global _views
+    global _views, _last_view
     with _turns:
         _turns.wait_for(lambda: not _importing, WAIT_LIMIT)
         _views += 1
@@ -101,6 +110,7 @@ def page_view():
     finally:
         with _turns:
             _views -= 1
+            _last_view = time.monotonic()
             _turns.notify_all()
 
 
@@ -166,4 +176,5 @@ def _warm_quietly() -> None:
     except Exception:  # noqa: BLE001 - a failure here shows again, with its message, on the page that meets it
         pass
     finally:  # the first run's garbage, whether the warm-up got through or not; what is alive now stays frozen
+        _views_over()  # a full collection holds the interpreter for ~0.2 s
         runtime.collect_frozen()

@@ -18,7 +18,8 @@ from ui import decodes, warm
 @pytest.fixture
 def fresh(monkeypatch):
     """A warm-up state of its own (nothing started, no page view under way), and empty decode caches."""
-    for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_importing", False), ("_started", False)):
+    for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_last_view", float("-inf")),
+                        ("_importing", False), ("_started", False)):
         monkeypatch.setattr(warm, name, value)
     decodes.clear()
     yield
@@ -89,6 +90,40 @@ def test_the_warm_up_waits_between_its_steps_while_a_page_view_runs(fresh, monke
     warmer.join()
     assert events == ["import first", "view in", "first done", "view out", "import second", "second done",
                       "analysis"], events
+
+
+def test_the_warm_up_lets_the_browser_draw_a_page_view_before_its_next_step(fresh, monkeypatch):
+    """After a page view the browser still draws what it sent: the next step (an import, the analysis, the garbage
+    collection at the end) waits DELAY seconds from the view's end."""
+    monkeypatch.setattr(warm, "DELAY", 0.3)
+    monkeypatch.setattr(warm, "ALONE", ())
+    monkeypatch.setattr(warm, "page_modules", lambda: ["first", "second"])
+    at, begun = {}, {name: threading.Event() for name in ("first", "analysis")}
+
+    def step(name):
+        at[name] = time.monotonic()
+        if name in begun:
+            begun[name].set()
+        time.sleep(0.3)
+
+    monkeypatch.setattr(warm.importlib, "import_module", step)
+    monkeypatch.setattr(warm, "warm_errors", lambda: step("analysis"))
+    monkeypatch.setattr(warm.runtime, "collect_frozen", lambda: step("collection"))
+
+    def view(name, during):
+        begun[during].wait(10)
+        with warm.page_view():
+            time.sleep(0.05)
+        at[name] = time.monotonic()
+
+    warmer = threading.Thread(target=warm._warm_quietly)
+    warmer.start()
+    view("first view", during="first")
+    view("second view", during="analysis")
+    warmer.join()
+    assert list(at) == ["first", "first view", "second", "analysis", "second view", "collection"], at
+    for before, after in (("first view", "second"), ("second view", "collection")):
+        assert warm.DELAY <= at[after] - at[before] < warm.DELAY + 0.25, (after, at[after] - at[before])
 
 
 def test_a_busy_server_still_gets_warmed(fresh, monkeypatch):
