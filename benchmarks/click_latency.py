@@ -52,7 +52,7 @@ from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 use_cpu_kind()
 
 from serving import (  # noqa: E402
-    CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, busy_seconds, chromium_missing, click_next, load_average,
+    CHART, CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, busy_seconds, chromium_missing, click_next, load_average,
     percentiles, wait_idle,
 )
 
@@ -62,7 +62,6 @@ TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400,
 # what the peer server leaves out
 PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE",
          "uvloop": "AP_BENCH_NO_UVLOOP"}
-CHART = ".js-plotly-plot .main-svg"
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
 # The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
 # player's charts have drawn its first step

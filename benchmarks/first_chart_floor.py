@@ -33,9 +33,8 @@ from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 
 use_cpu_kind()
 
-from serving import CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, load_average, percentiles  # noqa: E402
+from serving import CHART, CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, load_average, percentiles  # noqa: E402
 
-CHART = ".js-plotly-plot .main-svg"  # as click_latency.py waits for the home page's
 HEAD = 'import streamlit as st\nst.set_page_config(page_title="bare", layout="wide")\nst.title("Bare")\n'
 # name: (the page's script, the selector of its first chart)
 PAGES = {

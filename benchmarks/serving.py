@@ -24,6 +24,7 @@ from timing import CHROMIUM_ARGS
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+CHART = ".js-plotly-plot .main-svg"  # a plotly chart drawn (its first SVG layer is in the page)
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
 LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
 # In-page: click the decode page's step player's `name` button (first, prev, next, last), then wait until every
