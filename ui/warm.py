@@ -51,7 +51,7 @@ WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
 GIVE_WAY = 2.0  # seconds the warm-up's next step waits at most for the page views under way
 
-_turns = threading.Condition()  # guards the three below
+_turns = threading.Condition()  # guards the four below
 _views = 0  # page views under way
 _last_view = float("-inf")  # when the last one ended (time.monotonic())
 _importing = False  # the warm-up imports ALONE
