@@ -85,15 +85,20 @@ def load(names: list[str]) -> None:
                 raise
 
 
-def _views_over() -> bool:
-    """Wait until no page view is under way and the last ended DELAY seconds ago (GIVE_WAY seconds at most); False
-    once the interpreter is exiting."""
+def _views_over(alone: bool = False) -> bool:
+    """Wait until no page view is under way and the last ended DELAY seconds ago (GIVE_WAY seconds at most); with
+    `alone`, then until none is under way at all, and claim the import of ALONE while still holding the lock (views
+    that begin from now on wait for it, none before). False once the interpreter is exiting."""
+    global _importing
     give_up = time.monotonic() + GIVE_WAY
     with _turns:
         while not _stopping.is_set() and (now := time.monotonic()) < give_up:
             if _views == 0 and now >= _last_view + DELAY:
                 break
             _turns.wait(min(give_up, _last_view + DELAY) - now if _views == 0 else give_up - now)
+        if alone:
+            _turns.wait_for(lambda: _views == 0 or _stopping.is_set())
+            _importing = not _stopping.is_set()
     return not _stopping.is_set()
 
 
@@ -145,11 +150,11 @@ def warm_up() -> None:
     """ALONE between page views, then every page's modules, then the default model's error analysis in the
     "Where it fails" page's default view, into the caches the pages read."""
     global _importing
-    with _turns:
-        _turns.wait_for(lambda: _views == 0)
-        _importing = True
+    if not _views_over(alone=True):
+        return
     try:
-        load(list(ALONE))
+        for name in ALONE:
+            importlib.import_module(name)
     finally:
         with _turns:
             _importing = False

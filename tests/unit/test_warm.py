@@ -43,34 +43,66 @@ def test_the_warm_up_imports_every_pages_modules_and_analyses_the_default_model(
     assert len(analysed) == 1
 
 
-def test_pandas_is_imported_between_page_views_and_views_wait_for_it(fresh, monkeypatch):
-    events = []
-    monkeypatch.setattr(warm, "ALONE", ())
-    monkeypatch.setattr(warm, "load", lambda names: (events.append("load"), time.sleep(0.3), events.append("loaded")))
-    monkeypatch.setattr(warm, "warm_errors", lambda: None)
-    viewing = threading.Event()
+def _record_imports(monkeypatch, events: list, seconds: float) -> None:
+    """The warm-up's imports append "import NAME" and "NAME done" to `events`, `seconds` apart; nothing else."""
+    def step(name):
+        events.append(f"import {name}")
+        time.sleep(seconds)
+        events.append(f"{name} done")
 
-    def view(name, hold):
+    monkeypatch.setattr(warm.importlib, "import_module", step)
+    monkeypatch.setattr(warm, "page_modules", list)
+    monkeypatch.setattr(warm, "warm_errors", lambda: None)
+
+
+def _view(events: list, name: str, hold: float, inside: threading.Event | None = None) -> threading.Thread:
+    """A page view in a thread of its own, started now: "NAME in", `hold` seconds, "NAME out"."""
+    def run():
         with warm.page_view():
             events.append(f"{name} in")
-            viewing.set()
+            if inside:
+                inside.set()
             time.sleep(hold)
             events.append(f"{name} out")
 
-    first = threading.Thread(target=view, args=("first", 0.3))
-    first.start()
-    viewing.wait()
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_pandas_is_imported_between_page_views_and_views_wait_for_it(fresh, monkeypatch):
+    monkeypatch.setattr(warm, "DELAY", 0.2)
+    monkeypatch.setattr(warm, "ALONE", ("pandas",))
+    events, inside = [], threading.Event()
+    _record_imports(monkeypatch, events, 0.3)
+    first = _view(events, "first", 0.3, inside)
+    inside.wait()
     warmer = threading.Thread(target=warm.warm_up)
-    warmer.start()  # waits for the first view to end
-    time.sleep(0.1)
-    assert events == ["first in"]
+    warmer.start()  # waits for the first view to end, and DELAY after it
     first.join()
-    time.sleep(0.05)  # the warm-up now imports ALONE (load sleeps 0.3 s)
-    second = threading.Thread(target=view, args=("second", 0))
-    second.start()
-    second.join()
+    time.sleep(warm.DELAY + 0.1)  # the warm-up now imports pandas (0.3 s)
+    _view(events, "second", 0).join()
     warmer.join()
-    assert events[:5] == ["first in", "first out", "load", "loaded", "second in"], events  # then the other load
+    assert events == ["first in", "first out", "import pandas", "pandas done", "second in", "second out"], events
+
+
+def test_a_view_that_begins_before_pandas_is_imported_is_not_held(fresh, monkeypatch):
+    """The warm-up claims pandas's import only once the last view ended DELAY seconds ago: a view that begins in
+    that second runs at once, and the import waits DELAY after it in turn."""
+    monkeypatch.setattr(warm, "DELAY", 0.4)
+    monkeypatch.setattr(warm, "ALONE", ("pandas",))
+    events = []
+    _record_imports(monkeypatch, events, 0.1)
+    _view(events, "first", 0).join()
+    warmer = threading.Thread(target=warm.warm_up)
+    warmer.start()
+    time.sleep(0.1)  # the warm-up waits for the browser to draw the first view
+    began = time.monotonic()
+    _view(events, "second", 0.05).join()
+    ended = time.monotonic()
+    warmer.join()
+    assert ended - began < 0.3, ended - began  # held by the import's wait and the import: ~0.45 s
+    assert events == ["first in", "first out", "second in", "second out", "import pandas", "pandas done"], events
 
 
 def test_the_warm_up_waits_between_its_steps_while_a_page_view_runs(fresh, monkeypatch):
