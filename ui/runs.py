@@ -114,9 +114,10 @@ class Run:
         while (snapshot := self.snapshot()).state == "running" and not snapshot.step and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    def wait_while(self, state: str, timeout: float) -> str:
-        """The run's state once it is no longer `state`, or after `timeout` seconds."""
-        return self.job.wait_while(state, timeout)
+    def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
+        """The run's state once it is no longer `state` (or, given `past_step`, once it has stepped beyond it), or
+        after `timeout` seconds."""
+        return self.job.wait_while(state, timeout, past_step)
 
     def position(self) -> int | None:
         """k >= 1 while the run is k-th in the server's line (k - 1 runs wait ahead of it); 0 while it
@@ -294,18 +295,23 @@ def watch_ends(polled: float) -> float:
     return polled + POLL_SECONDS - POLL_IDLE
 
 
-def watch_until_next_poll(run: Run, polled: float, state: str) -> None:
-    """After a poll has drawn the live view in `state` (at time.monotonic() `polled`), wait for the run to leave it
-    until shortly before the next poll, and rerun the whole page the moment it does: the end of a run shows when
-    it comes, not up to a poll later. Only in the live view's own runs (a run of the whole page, Start's, ends at
-    once, so the browser drops what it no longer shows), and only while nothing waits for this run to end: a click
-    or a pick ends the watch at once."""
+def watch_until_next_poll(run: Run, polled: float, state: str, step: int) -> None:
+    """After a poll has drawn the live view in `state` at `step` (at time.monotonic() `polled`), wait for the run to
+    leave that state until shortly before the next poll, and rerun the whole page the moment it does: the end of a
+    run shows when it comes, not up to a poll later. A running run drawn before its first step reruns the live
+    view's own fragment the moment it takes that step: the first progress line, likewise (a worker still starting
+    took longer than Start's wait, runs.FIRST_STEP_WAIT). Only in the live view's own runs (a run of the whole
+    page, Start's, ends at once, so the browser drops what it no longer shows), and only while nothing waits for
+    this run to end: a click or a pick ends the watch at once."""
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not ctx.fragment_ids_this_run:
         return
+    first = state == "running" and step == 0
     while (left := watch_ends(polled) - time.monotonic()) > 0 and not asked_again(ctx):
-        if run.wait_while(state, min(left, WAIT_SLICE)) != state:
+        if run.wait_while(state, min(left, WAIT_SLICE), 0 if first else None) != state:
             st.rerun()
+        if first and run.snapshot().step:
+            st.rerun(scope="fragment")
 
 
 def asked_again(ctx) -> bool:

@@ -55,6 +55,14 @@ def test_a_run_that_ends_early_in_a_poll_shows_its_end_in_that_poll(watch_server
     assert shown["text"].endswith("after poll 2"), f"{shown['text']}: shown {late:.2f} s after it came"
 
 
+def test_a_run_that_takes_its_first_step_early_in_a_poll_shows_it_at_once(watch_server, page):
+    """The run takes its first step 0.1 s into the live view's second poll: the poll that shows it is the one that
+    poll's watch asked for at once, not the timer's next (the Train page's first progress line, issue 25 item 3)."""
+    page.goto(watch_server.url + "/?first_step=poll")
+    shown = seen(page, r"step 1 shown by poll \d+, [a-z' ]+")
+    assert shown["text"] == "step 1 shown by poll 3, which the watch asked for", shown["text"]
+
+
 def test_a_click_during_the_watch_is_answered_at_once(watch_server, page):
     """A click that comes while a poll watches ends that watch (the page says how the watch before the click's run
     ended). A click the browser delivers only after the watch ran out (a loaded machine) proves nothing: another

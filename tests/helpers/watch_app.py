@@ -3,7 +3,9 @@ its run (ui/panels/train_live.live_poll: draw, then ui/runs.watch_until_next_pol
 moment the page writes down: `?end=poll` 0.1 s into the live view's first poll after the first draw (a poll later
 than that is what showing its end would take without the watch), `?end=never` not at all. Beside the clicks counted,
 it says how the watch of the run before ended: it "was cut short" (something waited for that run to end), it "ran
-out", or it "never began" (a run of the whole page does not watch)."""
+out", or it "never began" (a run of the whole page does not watch). With `?first_step=poll` the run takes its first
+step 0.1 s into that poll instead, and the page says which poll showed it and whether the watch before it asked for
+that poll (the first progress line: runs.watch_until_next_poll reruns the live view's fragment at the first step)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from types import SimpleNamespace
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from ui import runs
 
@@ -22,27 +25,42 @@ class StandIn:
     """What watch_until_next_poll asks of a run: its state now, and a wait for that state to change."""
 
     ends_at: float | None = None  # time.time()
+    steps_at: float | None = None  # time.time() of its first step
 
     def snapshot(self) -> SimpleNamespace:
         return SimpleNamespace(state="finished" if self.ends_at is not None and time.time() >= self.ends_at
-                               else "running")
+                               else "running", step=int(self.steps_at is not None and time.time() >= self.steps_at))
 
-    def wait_while(self, state: str, timeout: float) -> str:
+    def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
         deadline = time.monotonic() + timeout
-        while (now := self.snapshot().state) == state and time.monotonic() < deadline:
+        while ((now := self.snapshot()).state == state and (past_step is None or now.step <= past_step)
+               and time.monotonic() < deadline):
             time.sleep(0.01)
-        return now
+        return now.state
 
 
 def live(run: StandIn) -> None:
     polled = time.monotonic()
     st.session_state.polls = st.session_state.get("polls", 0) + 1
-    if st.query_params.get("end") == "poll" and run.ends_at is None and st.session_state.polls == 2:
-        run.ends_at = time.time() + 0.1  # the first poll after the page's own first draw
+    if st.session_state.polls == 2:  # the first poll after the page's own first draw
+        if st.query_params.get("end") == "poll" and run.ends_at is None:
+            run.ends_at = time.time() + 0.1
+        if st.query_params.get("first_step") == "poll" and run.steps_at is None:
+            run.steps_at = time.time() + 0.1
+    step = run.snapshot().step
     st.markdown(f"poll {st.session_state.polls}")
+    if step:
+        st.session_state.setdefault("stepped", (st.session_state.polls, st.session_state.get("woken")))
+        shown, woken = st.session_state.stepped
+        st.markdown(f"step 1 shown by poll {shown}, " + ("which the watch asked for" if woken == shown - 1 else
+                                                          "a poll of the timer's"))
     st.session_state.clicks = st.session_state.get("clicks", 0) + st.button("Count", key="count")
     st.markdown(f"clicks {st.session_state.clicks} after a watch that {st.session_state.get('watch', 'never began')}")
-    runs.watch_until_next_poll(run, polled, "running")
+    try:
+        runs.watch_until_next_poll(run, polled, "running", step)
+    except RerunException:
+        st.session_state.woken = st.session_state.polls
+        raise
     ctx = get_script_run_ctx()
     if not ctx.fragment_ids_this_run:
         st.session_state.watch = "never began (a run of the whole page)"

@@ -221,8 +221,8 @@ def make(cluster):
 @pytest.mark.parametrize("backend", ["thread", "process", "ray"])
 def test_every_backend_keeps_the_job_interface(backend, request):
     """One script for the three backends of transformer.runs.job.Job: idle, step(n) then paused at n, resume, a
-    wait for a change of state (its timeout; a pause from another thread), pause where it stays, the probe's text
-    changed, the weights at the step shown, stop and join."""
+    wait for a step beyond n, a wait for a change of state (its timeout; a pause from another thread), pause where it
+    stays, the probe's text changed, the weights at the step shown, stop and join."""
     if backend == "thread":
         job = TrainingJob(Trainer(TINY_TRAIN, TINY_MODEL), probe=Probe("ab"), probe_every=5)
     elif backend == "process":
@@ -237,6 +237,9 @@ def test_every_backend_keeps_the_job_interface(backend, request):
         assert job.position() is None  # a paused run holds no training slot
         job.set_probe_text("ba")
         job.resume()
+        began = time.monotonic()
+        assert job.wait_while("running", 30, past_step=3) == "running"  # back at its next step, not after 30 s
+        assert job.snapshot().step > 3 and time.monotonic() - began < 10
         wait_for(lambda: job.snapshot().step >= 10, what="training on")
         began = time.monotonic()
         assert job.wait_while("running", 0.3) == "running"  # nothing changed: back after its timeout

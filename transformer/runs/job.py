@@ -123,13 +123,15 @@ class Job(ABC):
     def snapshot(self) -> JobSnapshot:
         """A consistent copy of the job's progress, taken without waiting for the step under way."""
 
-    def wait_while(self, state: str, timeout: float) -> str:
-        """The job's state once it is no longer `state`, or after `timeout` seconds: a page that polls shows a run's
-        end when it comes rather than at its next poll."""
+    def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
+        """The job's state once it is no longer `state` (or, given `past_step`, once it has stepped beyond it), or
+        after `timeout` seconds: a page that polls shows a run's end, or its first step, when it comes rather than
+        at its next poll."""
         deadline = time.monotonic() + timeout
-        while (now := self.snapshot().state) == state and (left := deadline - time.monotonic()) > 0:
+        while ((now := self.snapshot()).state == state and (past_step is None or now.step <= past_step)
+               and (left := deadline - time.monotonic()) > 0):
             time.sleep(min(WAIT_EVERY, left))
-        return now
+        return now.state
 
     @abstractmethod
     def bundle(self, name: str | None = None) -> ModelBundle:

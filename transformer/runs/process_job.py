@@ -354,11 +354,13 @@ class ProcessJob(Job):
                 return True
         return self._ended.wait(timeout)
 
-    def wait_while(self, state: str, timeout: float) -> str:
-        """The state once it is no longer `state`, or after `timeout` seconds (woken by the worker's messages, not by
-        polling; no snapshot is copied: a class server's live views each wait twenty times a second)."""
+    def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
+        """The state once it is no longer `state` (or, given `past_step`, once the run has stepped beyond it), or
+        after `timeout` seconds (woken by the worker's messages, not by polling; no snapshot is copied: a class
+        server's live views each wait twenty times a second)."""
         with self._lock:
-            self._lock.wait_for(lambda: self._status != state, timeout)
+            self._lock.wait_for(lambda: self._status != state
+                                or (past_step is not None and self._progress[0] > past_step), timeout)
             return self._status
 
     def position(self) -> int | None:

@@ -292,7 +292,7 @@ def live_polling(view: View, run: runs.Run) -> None:
 def live_poll(run: runs.Run) -> None:
     polled = time.monotonic()
     now = live_status(run)
-    runs.watch_until_next_poll(run, polled, now.state)
+    runs.watch_until_next_poll(run, polled, now.state, now.step)
 
 
 def live_chart_renewal(view: View, run: runs.Run) -> None:
