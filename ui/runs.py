@@ -110,9 +110,7 @@ class Run:
     def await_first_step(self, timeout: float = FIRST_STEP_WAIT) -> None:
         """Return once the run has taken a step, is not running (queued, paused, ended), or `timeout` passed:
         the page drawn next then shows training under way rather than a start that waits for its next poll."""
-        deadline = time.monotonic() + timeout
-        while (snapshot := self.snapshot()).state == "running" and not snapshot.step and time.monotonic() < deadline:
-            time.sleep(0.02)
+        self.wait_while("running", timeout, past_step=0)
 
     def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
         """The run's state once it is no longer `state` (or, given `past_step`, once it has stepped beyond it), or
