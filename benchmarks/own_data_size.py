@@ -8,7 +8,8 @@ sets: the shipped example (assets/data/roman_numerals.tsv: a number and its Roma
 pairs, the held-out exact match at the end (and on up to 200 held-out inputs scored afresh, for the small splits),
 the held-out loss at its lowest and at the end, the training loss and token accuracy, and the step at which
 `memorising` first spoke (None: never). With --presets, every built-in task's preset run the same way: memorising
-must never speak there. Slow on a busy 2-core machine: about 20 s a run.
+must never speak there. Slow on a busy 2-core machine: about 20 s a run. Each line ends with the machine
+(timing.machine(): CPU, capability, threads, load).
 
     python benchmarks/own_data_size.py [--sizes 30,60,120,250,500,999] [--seeds 0,1] [--presets]
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import string
 import sys
@@ -26,11 +26,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from transformer.training.config import TrainConfig  # noqa: E402
 from transformer.training.diagnosis import memorising  # noqa: E402
 from transformer.training.presets import PRESETS  # noqa: E402
 from transformer.training.trainer import Trainer  # noqa: E402
+from timing import machine  # noqa: E402
 
 ROMAN = Path(__file__).resolve().parents[1] / "assets" / "data" / "roman_numerals.tsv"
 
@@ -84,11 +86,11 @@ def main() -> None:
                 params = trainer.task.card_params()
                 print(json.dumps({"data": name, "pairs": len(lines), "train_pairs": params["train_pairs"],
                                   "heldout_pairs": params["heldout_pairs"], "seed": seed, **run(trainer),
-                                  "load_avg": round(os.getloadavg()[0], 1)}), flush=True)
+                                  "machine": machine()}), flush=True)
     if args.presets:
         for task, preset in PRESETS.items():
             print(json.dumps({"preset": task, **run(preset.trainer(), preset.target),
-                              "load_avg": round(os.getloadavg()[0], 1)}), flush=True)
+                              "machine": machine()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -52,3 +52,22 @@ def test_a_figure_names_the_cpu_kind_not_only_its_model_name():
     assert kind["isa"] == [flag for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if flag in flags]
     if "avx512f" not in kind["isa"]:
         assert found["cpu_capability"] != "AVX512"
+
+
+HELPERS = {"timing.py", "serving.py"}  # the scripts' shared code (serving.py's own `__main__` is a timed server)
+
+
+def test_every_benchmark_script_prints_its_machine():
+    """Each benchmark script calls timing.machine() for the figures it prints: a figure names where it was
+    measured (issue 25)."""
+    import ast
+
+    silent = []
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        if script.name in HELPERS:
+            continue
+        calls = {node.func.id for node in ast.walk(ast.parse(script.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+        if "machine" not in calls:
+            silent.append(script.name)
+    assert silent == []
