@@ -17,6 +17,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
+from transformer.runs.job import Job
 from ui import runs
 
 
@@ -31,12 +32,7 @@ class StandIn:
         return SimpleNamespace(state="finished" if self.ends_at is not None and time.time() >= self.ends_at
                                else "running", step=int(self.steps_at is not None and time.time() >= self.steps_at))
 
-    def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
-        deadline = time.monotonic() + timeout
-        while ((now := self.snapshot()).state == state and (past_step is None or now.step <= past_step)
-               and time.monotonic() < deadline):
-            time.sleep(0.01)
-        return now.state
+    wait_while = Job.wait_while  # the library's wait, which reads only snapshot()
 
 
 def live(run: StandIn) -> None:
