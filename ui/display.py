@@ -4,13 +4,15 @@ cross-attention (one head, the mean of a layer's heads, or every head), and the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 from transformer import charts
 from transformer.charts.common import COLORBAR_PX
-from transformer.charts.export import chart_config, matrix_to_csv, table_to_csv
+from transformer.charts.export import matrix_to_csv, table_to_csv
 from transformer.charts.fonts import export_language
 from transformer.i18n import language, t, using
 
@@ -56,19 +58,13 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
     return big
 
 
-def show_figure(fig, filename: str, *, key: str | None = None, on_select=None, **kwargs):
-    """Plot `fig`; its toolbar camera saves `<filename>.png|svg` (the sidebar's format) at slide scale.
-    In presenter mode it is shown larger (presenter_sized), and the toolbar camera saves it as shown."""
+def show_figure(fig, filename: str, *, key: str, width: str | int = "stretch",
+                on_click: Callable[[int | None], None] | None = None) -> None:
+    """Plot `fig` (step_player.plot: `width`, `on_click`); its toolbar camera saves `<filename>.png|svg` (the
+    sidebar's format) at slide scale. In presenter mode it is shown larger (presenter_sized), and the camera saves
+    it as shown. A figure that changes (a live run's) is drawn into the chart shown, not as a new chart."""
     fig, fmt = as_shown(fig)
-    return st.plotly_chart(fig, config=chart_config(filename, fmt), key=key,
-                           on_select=on_select or "ignore", **kwargs)
-
-
-def show_live_figure(fig, filename: str, *, key: str) -> None:
-    """`show_figure` for a chart that changes while a run trains: a changed figure is drawn into the chart shown
-    (step_player.live_chart), not as a new chart."""
-    fig, fmt = as_shown(fig)
-    step_player.live_chart(key, fig, filename, fmt)
+    step_player.plot(key, fig, filename, fmt, width=width, on_click=on_click)
 
 
 def as_shown(fig) -> tuple[go.Figure, str]:

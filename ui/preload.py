@@ -1,5 +1,11 @@
-"""Start the browser on the chart renderer while the server is still busy with the first script run, and on the
-other elements' renderers once it is idle."""
+"""The chart code, and starting the browser on it while the server is still busy with the first script run (the
+other elements' code once it is idle).
+
+Every chart of the app is drawn by ui/step_player.py's component with plotly.js's cartesian build (heatmap, scatter
+and bar are all the app draws), vendored in assets/plotly/ at the plotly.js version plotly.py targets: 1.5 MB that a
+browser evaluates in ~0.5 s, where Streamlit's own chart element brings the full build (4.7 MB, ~1.1 s) inside one
+chunk of its frontend (docs/MEASUREMENTS.md). A custom component's path is how Streamlit serves a folder of files
+whatever the app's main script: assets/plotly/ at `component/<name>/`."""
 
 from __future__ import annotations
 
@@ -8,47 +14,52 @@ from functools import cache
 from pathlib import Path
 
 import streamlit as st
+from streamlit.components.v1 import declare_component
 
-# Streamlit's plotly element lives in one lazily loaded chunk of its frontend (4.7 MB with plotly.js in it), its
-# dataframe element in another (the tables of the Checkpoints, Where it fails, attention, masks, positions and
-# compare pages): each was fetched and run only when a page first showed one. Other elements have small chunks of
-# their own, and one that a page shows first holds back every element drawn with it until its chunk has come: the
-# Train page's live view waited ~0.4 s after Start for those below (the syntax highlighter, 1.6 MB, is run for
-# code in markdown) before its first progress line showed.
+PLOTLY_DIR = Path(__file__).resolve().parents[1] / "assets" / "plotly"
+PLOTLY_FILE = "plotly-cartesian.min.js"
+# The trace types that build draws (its package's README): a chart of any other kind would stay blank
+TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour", "image",
+                    "pie", "scatter", "scatterternary", "violin"})
+# Other elements have chunks of their own in Streamlit's frontend, fetched and run only when a page first shows
+# one, and one that a page shows first holds back every element drawn with it until its chunk has come: the Train
+# page's live view waited ~0.4 s after Start for those below (the syntax highlighter, 1.6 MB, is run for code in
+# markdown) before its first progress line showed. Each brings the chunks it imports (the progress bar's, the
+# slider's width).
 STATIC_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"
-# Each brings the chunks it imports (the progress bar's, the slider's width).
 LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "StreamlitSyntaxHighlighter")
-# Import the chunks next to the frontend's own entry module, so the page's base path needs no knowing: the charts'
-# at once (the home page's first chart needs it), the others one at a time whenever the browser is idle after it
-# (no home page element needs them). The element holds no content: the style hides its container, which would
+# Both load next to the frontend's own entry module, so the page's base path needs no knowing: the chart code at
+# once (the home page's first chart needs it), the chunks one at a time whenever the browser is idle after it (no
+# home page element needs them). The element holds no content: the style hides its container, which would
 # otherwise add a gap above the page.
 IMPORT_JS = """<style>[data-testid=stElementContainer]:has(#ap-preload-charts) {{ display: none; }}</style>
 <script id="ap-preload-charts">
 const entry = document.querySelector('script[type=module][src*="static/js/"]');
-const load = (chunk) => import(new URL(chunk, entry.src).href).catch(() => {{}});
+const load = (path) => import(new URL(path, entry.src).href).catch(() => {{}});
 const idle = window.requestIdleCallback || ((then) => setTimeout(then, 200));
 const later = (chunks) => chunks.reduce((done, chunk) => done.then(() => new Promise(
   (loaded) => idle(() => load(chunk).then(loaded)))), Promise.resolve());
-if (entry) load({charts}).then(() => later({later}));
+if (entry) (window.apPlotly ??= load({charts})).then(() => later({later}));
 </script>"""
+
+
+def plotly_path() -> str:
+    """The chart code's address, relative to the frontend's entry module (`static/js/index.*.js`). Serves it
+    first: a component is registered by a script run (ui/step_player.py asks too)."""
+    served = declare_component("plotly", path=PLOTLY_DIR)
+    return f"../../component/{served.name}/{PLOTLY_FILE}"
 
 
 @cache
 def chunk(name: str) -> str | None:
-    """File name of the frontend chunk `name` (e.g. "PlotlyChart"), or None where this Streamlit has none."""
+    """File name of the frontend chunk `name` (e.g. "DataFrame"), or None where this Streamlit has none."""
     found = list(STATIC_JS.glob(f"{name}.*.js"))
     return found[0].name if len(found) == 1 else None
 
 
-def plotly_chunk() -> str | None:
-    """The chunk that draws plotly charts."""
-    return chunk("PlotlyChart")
-
-
 def preload_charts() -> None:
-    """Have the browser fetch and evaluate the chart chunk now, so a first chart need not wait for it, and the
+    """Have the browser fetch and evaluate the chart code now, so a first chart need not wait for it, and the
     other chunks (LATER) after it."""
-    if plotly_chunk():
-        later = [found for name in LATER if (found := chunk(name))]
-        st.html(IMPORT_JS.format(charts=json.dumps(plotly_chunk()), later=json.dumps(later)),
-                unsafe_allow_javascript=True)
+    later = [found for name in LATER if (found := chunk(name))]
+    st.html(IMPORT_JS.format(charts=json.dumps(plotly_path()), later=json.dumps(later)),
+            unsafe_allow_javascript=True)

@@ -4,6 +4,7 @@
 //             event, so a move to the step the server last heard of still reaches it).
 //   "chart":  one plotly chart with a figure for every step: it shows its player's step, keeping the steps it
 //             has drawn and drawing the neighbours in idle time; the toolbar camera saves the step shown.
+//             A chart "alone" (data.alone) has one figure and no player: every other chart of the app.
 // Players and charts meet on a channel; `version` names the decode they show, so a chart never draws a step
 // of another decode. Streamlit calls this function again whenever the element's data arrives anew (every
 // script run): state lives on the parent element, and the same data changes nothing. Streamlit may also call
@@ -175,11 +176,13 @@ function strip(label, chips) {
 const KEEP = 16;  // graphs a chart keeps: the steps farthest from the one shown go first
 const STAGE = "position: fixed; left: -100000px; top: 0; visibility: hidden;";  // where idle-time drawing happens
 
-function chart({ data, parentElement }, state) {
+function chart({ data, parentElement, setTriggerValue }, state) {
+  state.send = setTriggerValue;
   if (!state.div) {
     state.div = document.createElement("div");
     state.div.className = "ap-chart";
-    state.div.dataset.apChart = data.kind;
+    if (data.alone) state.div.dataset.apFigure = data.kind;  // [data-ap-chart]: a player's charts only
+    else state.div.dataset.apChart = data.kind;
     parentElement.appendChild(state.div);
     state.graphs = new Map();  // step -> its graph
     if (!data.alone) {  // a player's chart follows its player's steps (a live chart has no player)
@@ -232,7 +235,8 @@ function stop(state) {
 
 function draw(state, step) {
   if (state.drawn === step) return;
-  if (!window.Plotly) {  // the chart code is still loading (ui/preload.py asked for it): try again shortly
+  if (!window.Plotly) {  // the chart code is still loading: try again shortly
+    loadChartCode(state.data.plotly);
     clearTimeout(state.retry);
     state.waited = (state.waited ?? 0) + 1;
     if (state.waited === 200) state.div.textContent = state.data.waiting;
@@ -262,6 +266,12 @@ function draw(state, step) {
   drawNearby(state);
 }
 
+function loadChartCode(path) {
+  // ui/preload.py's element asks for it first; a page that sent none, here (`path`: from the entry module)
+  const entry = document.querySelector('script[type=module][src*="static/js/"]');
+  if (entry) window.apPlotly ??= import(new URL(path, entry.src).href).catch(() => {});
+}
+
 function figure(state, step) {
   // step's figure as plotly.js draws it here: the app's chart look, the column's width
   const { data, layout } = state.data.figures[step];
@@ -281,7 +291,21 @@ function plot(state, step, where) {
   state.graphs.set(step, graph);
   state.config ??= toolbar(state);
   graph.drawn = window.Plotly.newPlot(graph, ...figure(state, step), state.config);
+  if (state.data.clickable) graph.drawn.then(() => listen(state, graph));
   return graph;
+}
+
+function listen(state, graph) {
+  // A click on a point of the figure's click layer (the trace whose points have one number: a heatmap's have
+  // two) tells the server its index; a double click, nothing picked. Plotly's plotly_doubleclick times the two
+  // clicks as it handles them, late on a busy machine, and may or may not report the second as a click too; the
+  // browser counts the clicks by their own times (`detail`): either says it.
+  graph.on("plotly_click", (event) => {
+    const point = event.points.find((p) => typeof p.pointIndex === "number");
+    const clicks = event.event?.detail ?? 1;
+    if (point && clicks <= 2) state.send("click", clicks === 1 ? point.pointIndex : -1);
+  });
+  graph.on("plotly_doubleclick", () => state.send("click", -1));
 }
 
 function redraw(state, graph, step) {
@@ -349,17 +373,42 @@ function drawNearby(state) {
 
 function toolbar(state) {
   // The camera saves a graph under its step's file name: one button of ours instead of plotly's, the same config
-  // for every graph of the chart (Plotly.react would draw a graph from scratch for a new one).
+  // for every graph of the chart (Plotly.react would draw a graph from scratch for a new one). Full screen shows
+  // the chart alone, as large as the screen.
   const { format, scale, left_out } = state.data.config;
   return {
     displaylogo: false, responsive: true,
     modeBarButtonsToRemove: ["toImage", ...left_out],
     modeBarButtonsToAdd: [{
-      name: "download", title: `Download plot as a ${format}`, icon: window.Plotly.Icons.camera,
+      name: "download", title: state.data.texts.download, icon: window.Plotly.Icons.camera,
       click: (gd) => window.Plotly.downloadImage(gd, {
         format, scale, filename: state.data.filenames[Number(gd.dataset.step) - 1],
         width: gd._fullLayout.width, height: gd._fullLayout.height,
       }),
+    }, {
+      name: "fullscreen", title: state.data.texts.fullscreen, icon: FULLSCREEN_ICON,
+      click: () => fullscreen(state),
     }],
   };
+}
+
+const FULLSCREEN_ICON = { width: 24, height: 24, path: "M3 3h7v2H5v5H3zM14 3h7v7h-2V5h-5zM3 14h2v5h5v2H3zM19 14h2v7h-7v-2h5z" };
+
+function fullscreen(state) {
+  // The chart's element fills the screen; its graph takes the screen's height while it does, its own after.
+  if (document.fullscreenElement) return document.exitFullscreen();
+  const div = state.div;
+  const sized = (height) => {
+    const graph = state.graphs.get(state.drawn);
+    if (graph?._fullLayout) window.Plotly.relayout(graph, { height }).then(() => window.Plotly.Plots.resize(graph));
+  };
+  const left = () => {
+    if (document.fullscreenElement === div) return;
+    document.removeEventListener("fullscreenchange", left);
+    sized(state.data.figures[state.drawn]?.layout?.height ?? null);
+  };
+  div.requestFullscreen?.().then(() => {
+    document.addEventListener("fullscreenchange", left);
+    sized(Math.round(window.innerHeight * 0.92));
+  }).catch(() => {});
 }

@@ -5,12 +5,11 @@ numbers as CSV, the URL).
 
 A player (step buttons, slider, arrow keys, the token strips and the step's sentence) and the charts that follow
 it meet on a channel; `version` names the decode they show. Both are one st.components.v2 component whose
-JavaScript is step_player.js. The charts are drawn with the plotly.js of Streamlit's own chart element
-(ui/preload.py has the browser load it) in Streamlit's chart look (ui/chart_look.py), as st.plotly_chart draws
-the app's other charts.
+JavaScript is step_player.js. The charts are drawn with plotly.js's cartesian build, which ui/preload.py has the
+browser load, in Streamlit's chart look (ui/chart_look.py).
 
-`live_chart` is that chart with no player: one figure, drawn again in place when it changes (the Train page's live
-curves and probe)."""
+`plot` is that chart with no player: one figure, drawn again in place when it changes. Every chart of the app is
+one of the two (ui/display.show_figure draws the others)."""
 
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ from transformer.charts.export import TOOLS_LEFT_OUT
 from transformer.i18n import t
 
 from .chart_look import STREAMLIT_LOOK
+from .preload import plotly_path
 
 CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"
         "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:1.05rem;line-height:1.7;")
@@ -83,11 +83,15 @@ def figure_json(fig: go.Figure | dict) -> dict:
     """A figure, or a spec of plain dicts (charts.*_spec), as plotly.js takes it. A spec goes straight to JSON
     (no plotly.py objects: ~10x cheaper, and a decode sends every step's charts); a figure loses plotly.py's
     default template."""
-    if isinstance(fig, dict):
-        return json.loads(to_json_plotly(fig))
-    spec = json.loads(pio.to_json(fig))
+    return _figure_json(fig)[0]
+
+
+def _figure_json(fig: go.Figure | dict) -> tuple[dict, str]:
+    """figure_json's spec and a name for it (the same figure, the same name)."""
+    text = to_json_plotly(fig) if isinstance(fig, dict) else pio.to_json(fig, validate=False)
+    spec = json.loads(text)
     spec["layout"].pop("template", None)
-    return spec
+    return spec, version(text)
 
 
 def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], filenames: list[str], fmt: str,
@@ -98,15 +102,28 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
     _component(key=key, data=_chart_data(channel, decode, kind, figures, filenames, fmt, look, scale))
 
 
-def live_chart(key: str, fig: go.Figure, filename: str, fmt: str, scale: float = 2) -> None:
-    """A chart of one figure that changes while a run trains, with no player: a changed figure is drawn into the
-    same graph (Plotly.react) and nothing more; the same figure sent again draws nothing. st.plotly_chart's way to
-    the same redraw (its theme applied anew, its element state updated) cost Chromium ~0.07 of a core more on the
-    Train page of a 2-core AVX2 laptop, which its training lost (docs/MEASUREMENTS.md). Its toolbar camera saves
-    `filename.fmt` at `scale`."""
-    spec = figure_json(fig)
-    data = _chart_data(key, "", key, [spec], [filename], fmt, (), scale)
-    _component(key=key, data={**data, "alone": True, "figure_id": version(json.dumps(spec, sort_keys=True))})
+def plot(key: str, fig: go.Figure | dict, filename: str, fmt: str, *, width: str | int = "stretch",
+         on_click: Callable[[int | None], None] | None = None, scale: float = 2) -> None:
+    """A chart of one figure, with no player. A changed figure is drawn into the same graph (Plotly.react), the same
+    figure sent again draws nothing: the Train page's live charts renew theirs every 1.5 s, and st.plotly_chart's
+    way to that redraw (its theme applied anew, its element state updated) cost Chromium ~0.07 of a core more on a
+    2-core AVX2 laptop, which its training lost (docs/MEASUREMENTS.md). `width`: "stretch" (the column's),
+    "content" (the figure's own, where it sets one) or pixels. `on_click(i)` hears of a click on point i of the
+    figure's click layer (its one trace with numbered points: charts.attention_heatmap's invisible scatter), and
+    of a double click as None (the pick cleared). The toolbar camera saves `filename.fmt` at `scale`."""
+    spec, name = _figure_json(fig)
+    if width == "content":
+        width = spec["layout"].get("width") or "stretch"
+    data = {**_chart_data(key, "", key, [spec], [filename], fmt, (), scale),
+            "alone": True, "figure_id": name, "clickable": on_click is not None}
+    callbacks = {} if on_click is None else {"on_click_change": lambda: _clicked(key, on_click)}
+    _component(key=key, data=data, width=width, **callbacks)
+
+
+def _clicked(key: str, on_click: Callable[[int | None], None]) -> None:
+    """A chart's trigger: a point index from the browser (None: a double click), passed on only when it is one."""
+    index = st.session_state[key]["click"]
+    on_click(index if isinstance(index, int) and not isinstance(index, bool) and index >= 0 else None)
 
 
 def _chart_data(channel: str, decode: str, kind: str, figures: list[dict], filenames: list[str], fmt: str,
@@ -115,4 +132,6 @@ def _chart_data(channel: str, decode: str, kind: str, figures: list[dict], filen
             "figures_id": version(decode, kind, look, fmt, scale),
             "kind": kind, "figures": figures, "filenames": filenames,
             "config": {"format": fmt, "scale": scale, "left_out": TOOLS_LEFT_OUT},
-            "template": STREAMLIT_LOOK, "waiting": t("app.player.waiting")}
+            "template": STREAMLIT_LOOK, "plotly": plotly_path(), "waiting": t("app.player.waiting"),
+            "texts": {"download": t("app.player.download", format=fmt.upper()),
+                      "fullscreen": t("app.player.fullscreen")}}

@@ -95,12 +95,10 @@ def shown_cell(view: View, queries: int, keys: int) -> tuple[int, int] | None:
     return cell
 
 
-def select_cell(view: View, chart_key: str, n_keys: int) -> None:
-    """on_select of the large heatmap: its click layer's point_index is query * n_keys + key (no point: the
-    selection was cleared)."""
-    event = st.session_state.get(chart_key)
-    points = event["selection"]["points"] if event else []
-    view.set("cell", divmod(int(points[0]["point_index"]), n_keys) if points else None)
+def select_cell(view: View, point: int | None, n_keys: int) -> None:
+    """A click on the large heatmap: its click layer's point `point` is query * n_keys + key (None: a double
+    click cleared the pick)."""
+    view.set("cell", None if point is None else divmod(point, n_keys))
 
 
 PICKERS = {"layer": ("masks.layer", "attention.layer_n"), "head": ("masks.head", "attention.head_n")}  # label, option
@@ -145,8 +143,8 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
             weights, rows, cols, charts.attention_title(amap.kind, layer, head,
                                                         extra=t("attention.knocked_out") if off else ""),
             mask=amap.mask, clickable=True, highlight=cell, written=amap.written))
-        display.show_figure(fig, stem, key=chart_key, on_select=lambda: select_cell(view, chart_key, len(cols)),
-                            selection_mode="points", width="content")
+        display.show_figure(fig, stem, key=chart_key, width="content",
+                            on_click=lambda point: select_cell(view, point, len(cols)))
         with st.container(width="stretch"):
             st.markdown(t("attention.head_heading", layer=layer + 1, head=head + 1)
                         + _head_facts(amap.stats(), layer, head))

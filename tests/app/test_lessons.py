@@ -12,7 +12,7 @@ import re
 from urllib.parse import parse_qs
 
 import numpy as np
-from helpers.plotly_specs import spec, z
+from helpers.plotly_specs import alone, spec, z
 from helpers.repo import ROOT, needs_reverse, open_link
 
 from transformer.analysis.heads import alignment_score, focus_head
@@ -59,7 +59,7 @@ def test_the_attention_page_opens_on_the_head_that_follows_the_reversal(clean_ca
     text = bundle.task.examples()[0]
     result = greedy_decode(bundle.model, bundle.tokenizer, text)
     layer, head = focus_head(result.cross.numpy(), bundle.task, text)
-    key = next(el.proto.id.rsplit("-", 1)[-1] for el in at.get("plotly_chart") if "attention_big_" in el.proto.id)
+    key = next(key for key in alone(at) if key.startswith("attention_big_"))
     np.testing.assert_allclose(z(at, key), result.cross[layer, head].numpy(), atol=1e-5)
     n = len(text)
     assert np.mean([z(at, key)[t, n - 1 - t] for t in range(n)]) > 0.8  # a sharp anti-diagonal

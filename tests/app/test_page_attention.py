@@ -4,14 +4,13 @@ hostile one gives a note and the default view)."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 import torch
 from helpers.attention_page import INPUT_BOX, KIND, MODEL_PICKER, PAGE, VIEW, big_heatmap, figure, figures, shown_input
-from helpers.plotly_specs import array
+from helpers.plotly_specs import alone, array
 from helpers.repo import REVERSE, ROOT, link_id, needs_reverse, open_link
 
 from transformer.analysis.heads import alignment_score
@@ -164,7 +163,7 @@ def test_input_is_shared_and_bad_input_gives_a_message(app):
     at.text_input(key=INPUT_BOX).input("Hello!").run()
     assert not at.exception
     assert at.error and "'!', 'H'" in plain(at.error[0].value)
-    assert not at.get("plotly_chart")
+    assert not alone(at)
     at.text_input(key=INPUT_BOX).input("").run()
     assert not at.exception and "empty" in at.error[0].value
 
@@ -182,9 +181,8 @@ def test_input_typed_on_the_decode_page_is_used(app):
 def test_every_chart_exports_under_a_meaningful_name(app):
     at = app(PAGE)
     names = {}
-    for el in at.get("plotly_chart"):
-        title = json.loads(el.proto.spec)["layout"]["title"]["text"]
-        names[title] = json.loads(el.proto.config)["toImageButtonOptions"]["filename"]
+    for data in alone(at).values():
+        names[data["figures"][0]["layout"]["title"]["text"]] = data["filenames"][0]
     layer, head = picked(next(t for t in names if "· head" in t))
     expected = [f"reverse_cross_L{layer + 1}H{head + 1}", f"reverse_cross_L{layer + 1}_mean",
                 "reverse_cross_all-heads", "reverse_cross_head-stats"]

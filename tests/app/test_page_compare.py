@@ -62,7 +62,7 @@ def expect_difference(at, a: np.ndarray, b: np.ndarray) -> None:
         np.testing.assert_allclose(plotly_specs.z(at, "fig-compare_diff"), a - b, atol=1e-6)
     else:
         assert "No difference map: the heatmaps have different shapes" in infos(at)
-        assert not [el for el in at.get("plotly_chart") if el.proto.id.endswith("-fig-compare_diff")]
+        assert not plotly_specs.shown(at, "fig-compare_diff")
 
 
 def infos(at) -> str:
@@ -167,8 +167,7 @@ def test_an_input_only_one_model_can_read_is_an_error_for_the_other_alone(clean_
     assert any("B: copy cannot decode this input" in plain(e.value) for e in at.error)
     outs = shown_outputs(at)
     assert len(outs) == 1 and "A: addition" in outs[0] and "`46`" in outs[0]
-    assert plotly_specs.spec(at, "compare_topk_A") and not [el for el in at.get("plotly_chart")
-                                                          if el.proto.id.endswith("-compare_pair")]
+    assert plotly_specs.spec(at, "compare_topk_A") and not plotly_specs.shown(at, "compare_pair")
 
 
 def greedy_best(bundle, text: str) -> tuple[int, int]:
@@ -271,4 +270,4 @@ def test_hostile_links_give_a_note_and_the_default_view(clean_caches, query, sai
     assert not at.exception, [e.value for e in at.exception]
     text = notes(at)
     assert "could not be followed" in text and all(s in text for s in said), text
-    assert at.get("plotly_chart")  # the page still shows its charts
+    assert plotly_specs.alone(at)  # the page still shows its charts

@@ -4,13 +4,12 @@ recomputed here, forcing a token, greedy vs beam, and messages for bad input."""
 from __future__ import annotations
 
 import html
-import json
 import re
 
 import numpy as np
 import pytest
 import torch
-from helpers.plotly_specs import array, component, player_choice, player_step, specs, step_spec
+from helpers.plotly_specs import alone, array, component, player_choice, player_step, specs, step_spec
 from helpers.repo import REVERSE, link_id, needs_reverse, open_link
 
 from transformer.bundle import ModelBundle
@@ -115,7 +114,7 @@ def test_default_state_shows_the_first_step_of_an_example_with_charts_shaped_by_
         data = component(page, key)
         assert data["version"] == decode and len(data["figures"]) == len(result.steps)
         assert data["filenames"] == [chart_filename("reverse", kind, step=s) for s in range(len(result.steps))]
-    names = {json.loads(el.proto.config)["toImageButtonOptions"]["filename"] for el in page.get("plotly_chart")}
+    names = {data["filenames"][0] for data in alone(page).values()}
     assert names == {chart_filename("reverse", "sampling", step=0)}
     csv_keys = {b.key for b in page.get("download_button")}
     assert {"decode_csv_cross", "decode_csv_decoder_self"} <= csv_keys
@@ -224,14 +223,14 @@ def test_bad_input_shows_a_message_and_the_page_recovers(page):
         page.text_input(key=INPUT_BOX).input(bad).run()
         assert not page.exception
         assert any(message in plain(e.value) for e in page.error), (bad, [e.value for e in page.error])
-        assert not page.get("plotly_chart") and not page.get("bidi_component")
+        assert not page.get("bidi_component")
         assert page.title[0].value == "Step-by-step decoding"
     example = page.button_group(key=EXAMPLES).options[1]
     page.button_group(key=EXAMPLES).set_value(example).run()
     assert not page.error and shown_input(page) == example and page.query_params["input"] == example
     assert page.text_input(key=INPUT_BOX).value == example
-    assert len(page.get("bidi_component")) == 4  # the step player and its top-k, cross, decoder self charts
-    assert len(page.get("plotly_chart")) == 1  # sampling
+    assert len(page.get("bidi_component")) == 5  # the step player, its top-k, cross, decoder self charts, sampling's
+    assert len(alone(page)) == 1  # sampling
 
 
 def test_a_session_model_of_another_task_brings_its_own_examples(page):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.plotly_specs import spec, title, z
+from helpers.plotly_specs import shown, spec, title, z
 from helpers.repo import ROOT, needs_reverse, refused_with_a_note
 
 from transformer.network.decoding import greedy_decode
@@ -61,7 +61,7 @@ def test_bad_input_shows_a_message_and_the_rest_of_the_page(home, text, message)
     assert not home.exception
     assert any(message in plain(e.value) for e in home.error), [e.value for e in home.error]
     assert spec(home, "fig-home-arch") and len(home.get("page_link")) == 7  # the cards, no chart to link to code
-    assert not [el for el in home.get("plotly_chart") if el.proto.id.endswith("fig-home-cross")]
+    assert not shown(home, "fig-home-cross")
 
 
 def test_the_input_is_in_the_url_and_shared_with_the_decode_page(home, bundle):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers.plotly_specs import spec, title, z
+from helpers.plotly_specs import shown, spec, title, z
 from helpers.repo import ROOT, link_id, needs_reverse, open_link, refused_with_a_note
 
 from transformer.analysis.masked_batch import varied_lengths
@@ -92,7 +92,7 @@ def test_scores_and_weights_come_from_a_real_traced_pass(page, bundle):
 
 
 def test_removing_the_causal_mask_puts_weight_above_the_diagonal_and_changes_predictions(page):
-    assert not [el for el in page.get("plotly_chart") if el.proto.id.endswith("fig-masks-open-False")]
+    assert not shown(page, "fig-masks-open-False")
     page.toggle(key=KEY("no_causal")).set_value(True).run()
     assert not page.exception
     causal, open_ = z(page, "fig-masks-open-True"), z(page, "fig-masks-open-False")

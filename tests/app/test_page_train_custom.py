@@ -90,9 +90,9 @@ def test_an_uploaded_file_trains_live_and_its_model_decodes_without_the_data(tra
         greedy_decode(bundle.model, bundle.tokenizer, probe).output_text
 
 
-PAGES = {"pages/learn/home.py": "plotly_chart", "pages/explore/decode.py": "plotly_chart",
-         "pages/explore/attention.py": "plotly_chart", "pages/concepts/masks.py": "plotly_chart",
-         "pages/concepts/positions.py": "plotly_chart", "pages/models/checkpoints.py": "dataframe"}
+PAGES = {"pages/learn/home.py": "bidi_component", "pages/explore/decode.py": "bidi_component",
+         "pages/explore/attention.py": "bidi_component", "pages/concepts/masks.py": "bidi_component",
+         "pages/concepts/positions.py": "bidi_component", "pages/models/checkpoints.py": "dataframe"}
 
 
 def test_an_uploaded_custom_checkpoint_opens_on_every_page(app):

@@ -1,17 +1,21 @@
 """Every page opens cleanly on every shipped model: its default state raises nothing and shows no error,
-and its charts are drawn (the page tests go deep on `reverse`; this catches what differs per task, such as
-sentencepiece pieces in `numbers` or the digits and dashes of `dates`)."""
+and its charts are drawn, each of a kind the app's plotly.js build draws (the page tests go deep on `reverse`; this
+catches what differs per task, such as sentencepiece pieces in `numbers` or the digits and dashes of `dates`)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from helpers.repo import ROOT
 
+from ui.preload import TRACES
+
 # page -> what its default state must show: charts, or the checkpoints page's table of models
-PAGES = {"pages/learn/home.py": "plotly_chart", "pages/learn/code.py": "plotly_chart",
-         "pages/explore/decode.py": "plotly_chart",
-         "pages/explore/attention.py": "plotly_chart", "pages/concepts/masks.py": "plotly_chart",
-         "pages/concepts/positions.py": "plotly_chart", "pages/models/train.py": "plotly_chart",
+PAGES = {"pages/learn/home.py": "bidi_component", "pages/learn/code.py": "bidi_component",
+         "pages/explore/decode.py": "bidi_component",
+         "pages/explore/attention.py": "bidi_component", "pages/concepts/masks.py": "bidi_component",
+         "pages/concepts/positions.py": "bidi_component", "pages/models/train.py": "bidi_component",
          "pages/models/checkpoints.py": "dataframe"}
 
 
@@ -25,3 +29,6 @@ def test_page_opens_on_every_shipped_model(app, page):
         assert not at.exception, (name, [e.value for e in at.exception])
         assert not at.error, (name, [e.value for e in at.error])
         assert at.get(PAGES[page]), f"{page} shows no {PAGES[page]} on {name}"
+        drawn = {trace.get("type", "scatter") for el in at.get("bidi_component")
+                 for figure in json.loads(el.proto.json).get("figures", []) for trace in figure["data"]}
+        assert drawn <= TRACES, (page, name, drawn - TRACES)

@@ -31,18 +31,21 @@ VIEW_JS = """() => ({
 
 
 def view(pg) -> dict:
-    """What the page shows: widget values, every chart's title, data and outlined cell, and the text."""
+    """What the page shows: widget values, every chart's title, data and outlined cell, and the text (the mouse
+    moved off the charts first: a hover label is no part of the view)."""
+    pg.mouse.move(1, 1)
     for chart in (PICKED, ".st-key-attention_grid_encoder_self", ".st-key-attention_stats_encoder_self"):
         pg.locator(f"{chart} .js-plotly-plot").wait_for()
     return pg.evaluate(VIEW_JS)
 
 
-def click_cell(pg, chart: str, query: int, key: int, size: int) -> None:
-    """Click cell (query, key) of a size x size heatmap (row 0 at the top)."""
+def click_cell(pg, chart: str, query: int, key: int, size: int, clicks: int = 1) -> None:
+    """Click cell (query, key) of a size x size heatmap (row 0 at the top), `clicks` times at once."""
     drag = pg.locator(f"{chart} .nsewdrag").first
     drag.scroll_into_view_if_needed()
     box = drag.bounding_box()
-    pg.mouse.click(box["x"] + (key + 0.5) * box["width"] / size, box["y"] + (query + 0.5) * box["height"] / size)
+    pg.mouse.click(box["x"] + (key + 0.5) * box["width"] / size, box["y"] + (query + 0.5) * box["height"] / size,
+                   click_count=clicks)
 
 
 def test_attention_page_paints_exports_and_its_link_restores_the_view_on_a_fresh_server(fresh_server, page,
@@ -60,6 +63,10 @@ def test_attention_page_paints_exports_and_its_link_restores_the_view_on_a_fresh
     assert "Query 00 <s> gives key 00" in pg.get_by_text("gives key").inner_text()
     pg.wait_for_function("() => location.search.includes('cell=0%2C0') || location.search.includes('cell=0,0')")
     wait_for_app(pg)  # the address bar changes during the cell's run: a click before its end may meet a button redrawn
+    click_cell(pg, BIG, 0, 0, 15, clicks=2)  # a double click clears the pick
+    pg.wait_for_function("() => !location.search.includes('cell=')")
+    wait_for_app(pg)
+    assert not pg.get_by_text("gives key").count()
 
     images, _ = image_export_available()
     label, signature = ("Download all heads as PNG", b"\x89PNG") if images else ("Download all heads as HTML",

@@ -1,6 +1,6 @@
 """A chart's toolbar, shown on hover over its top right corner: only the buttons that act on these charts (camera,
 zoom, pan, reset), on white, so that over a narrow chart's title its icons do not stand among the title's letters.
-Both ways a chart reaches the page: `st.plotly_chart` (the positions page) and the step player's own graphs (the
+Both kinds of the app's charts (ui/step_player.py): a chart alone (the positions page) and a step player's chart (the
 decoding page's next-token bars, narrow in a 1024x768 window)."""
 
 from __future__ import annotations
@@ -42,3 +42,25 @@ def test_a_narrow_charts_toolbar_holds_only_what_acts_on_it_on_white(module_serv
     assert not set(LEFT_OUT_TITLES.values()) & set(toolbar["buttons"])
     assert toolbar["covers_title"]  # the case this is for: too narrow for both side by side
     assert set(toolbar["backgrounds"]) == {"rgb(255, 255, 255)"}
+
+
+# In-page: the chart titled `title` (shown): its height drawn and whether it is the page's full-screen element
+SIZE_JS = """(title) => {
+  const plot = [...document.querySelectorAll('.js-plotly-plot')].find(p => p.checkVisibility()
+    && p.querySelector('.gtitle')?.textContent.startsWith(title));
+  return {height: plot._fullLayout.height, full: !!document.fullscreenElement?.contains(plot)};
+}"""
+
+
+def test_the_full_screen_button_shows_a_chart_as_tall_as_the_screen_and_back(module_server, page):
+    title = "Sinusoidal encoding · chosen"
+    open_app_page(page, f"{module_server.url}/positions")
+    plot = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
+    before = page.evaluate(SIZE_JS, title)
+    plot.hover()
+    plot.locator(".modebar-btn[data-title^='Full screen']").click()
+    page.wait_for_function(f"(title) => ({SIZE_JS})(title).full && ({SIZE_JS})(title).height > 700", arg=title)
+    page.evaluate("() => document.exitFullscreen()")
+    page.wait_for_function(f"(title) => !({SIZE_JS})(title).full && ({SIZE_JS})(title).height === {before['height']}",
+                           arg=title)
+    assert not before["full"]

@@ -1,13 +1,12 @@
-"""A first chart waits for no JavaScript (issue 12, item 10). app.py has the browser fetch and run Streamlit's
-chart chunk (ui/preload.py) before the server imports torch, so the chunk is ready by the time the page's first
-chart arrives. Before, the browser asked for the chunk only once that chart arrived, and took ~1.3 s more to
-draw it."""
+"""A first chart waits for no JavaScript (issue 12, item 10). app.py has the browser fetch and run the chart code
+(ui/preload.py) before the server imports torch, so it is ready by the time the page's first chart arrives. Before,
+the browser asked for it only once that chart arrived, and took ~1.3 s more to draw it."""
 
 from __future__ import annotations
 
 from helpers.browser import open_app_page
 
-from ui.preload import LATER, chunk, plotly_chunk
+from ui.preload import LATER, PLOTLY_FILE, chunk
 
 # In-page: when each element of interest first appeared, on the page's own clock (performance.now()).
 WATCH_JS = """() => {
@@ -25,46 +24,45 @@ CHUNK_START_JS = """(chunk) => {
 
 def test_this_streamlit_has_one_chunk_of_each_name_to_preload():
     """A Streamlit that renamed or merged one of them would leave it unloaded: the names are checked here."""
-    charts = plotly_chunk()
-    assert charts and charts.startswith("PlotlyChart.") and charts.endswith(".js"), charts
     for name in LATER:
         found = chunk(name)
         assert found and found.startswith(f"{name}.") and found.endswith(".js"), (name, found)
 
 
-def test_the_chart_chunk_is_asked_for_before_the_page_title_arrives(fresh_server, page):
+def test_the_chart_code_is_asked_for_before_the_page_title_arrives(fresh_server, page):
     """On a fresh server the first run spends about a second importing torch before the home page's title;
-    the chunk is asked for before that title shows (without the preload: only after it)."""
+    the chart code is asked for before that title shows (without the preload: only after it)."""
     page.add_init_script(f"({WATCH_JS})()")
     open_app_page(page, fresh_server.url)
     page.wait_for_selector(".js-plotly-plot .main-svg")
-    chunk_asked = page.evaluate(CHUNK_START_JS, plotly_chunk())
+    chunk_asked = page.evaluate(CHUNK_START_JS, PLOTLY_FILE)
     title_seen = page.evaluate("window.firstSeen.title")
-    assert chunk_asked is not None, "the page never asked for the chart chunk"
+    assert chunk_asked is not None, "the page never asked for the chart code"
     assert title_seen is not None
     assert chunk_asked < title_seen, f"chunk asked for at {chunk_asked:.0f} ms, title shown at {title_seen:.0f} ms"
+    assert page.evaluate(CHUNK_START_JS, chunk("PlotlyChart")) is None  # Streamlit's full plotly.js: never fetched
 
 
 def test_a_page_without_charts_loads_the_chart_code_and_shows_no_trace_of_it(fresh_server, page):
     open_app_page(page, fresh_server.url + "/checkpoints")
-    page.wait_for_function(f"() => ({CHUNK_START_JS})({plotly_chunk()!r}) !== null", timeout=15_000)
+    page.wait_for_function(f"() => ({CHUNK_START_JS})({PLOTLY_FILE!r}) !== null", timeout=15_000)
     assert page.locator(".js-plotly-plot").count() == 0  # the page draws no chart: only the preload asked
-    page.wait_for_function("() => window.Plotly !== undefined", timeout=15_000)  # the chunk ran, not only fetched
+    page.wait_for_function("() => window.Plotly !== undefined", timeout=15_000)  # it ran, not only fetched
     holder = page.locator("[data-testid=stElementContainer]:has(#ap-preload-charts)")
     assert holder.count() == 1
     assert holder.bounding_box() is None  # hidden: no gap above the page's title
 
 
-def test_the_other_chunks_are_loaded_after_the_chart_chunk_on_a_page_without_them(fresh_server, page):
+def test_the_other_chunks_are_loaded_after_the_chart_code_on_a_page_without_them(fresh_server, page):
     """The home page shows no table, progress bar, slider or code block; their chunks are fetched all the same,
-    one after another once the chart chunk has come, so the first page that shows one (Checkpoints, the Train page's
+    one after another once the chart code has come, so the first page that shows one (Checkpoints, the Train page's
     live view at Start, ...) need not wait for it."""
     open_app_page(page, fresh_server.url)
     page.wait_for_selector(".js-plotly-plot .main-svg")
     last = chunk(LATER[-1])
     page.wait_for_function(f"() => ({CHUNK_START_JS})({last!r}) !== null", timeout=20_000)
     assert page.locator("[data-testid=stDataFrame]").count() == 0
-    charts = page.evaluate(CHUNK_START_JS, plotly_chunk())
+    charts = page.evaluate(CHUNK_START_JS, PLOTLY_FILE)
     asked = {name: page.evaluate(CHUNK_START_JS, chunk(name)) for name in LATER}  # (the home page shows links)
     assert None not in asked.values() and min(asked.values()) > charts, (charts, asked)
 

@@ -26,8 +26,7 @@ CUT_JS = """() => {
   const cut = [];
   for (const gd of document.querySelectorAll('.js-plotly-plot')) {
     const svg = gd.querySelector('.main-svg').getBoundingClientRect();
-    const box = (gd.closest('[data-testid=stPlotlyChart]') ||  // or a step player's chart (ui/step_player.py)
-                 gd.closest('[data-testid=stElementContainer]')).getBoundingClientRect();
+    const box = gd.closest('[data-testid=stElementContainer]').getBoundingClientRect();
     const left = Math.max(svg.left, box.left), right = Math.min(svg.right, box.right);
     for (const t of gd.querySelectorAll('.main-svg text')) {
       const r = t.getBoundingClientRect();

@@ -1,6 +1,6 @@
 """The decode page's step player in a real browser (ui/step_player.py): a step click or key redraws the charts in
 place at once and the server hears of it afterwards; a burst of moves ends where it ended; keys typed into a
-box stay there; its charts look like the app's other charts."""
+box stay there."""
 
 from __future__ import annotations
 
@@ -162,27 +162,6 @@ def test_a_chart_draws_the_next_step_ahead_and_keeps_what_it_drew(fresh_server, 
         assert sorted(g["step"] for g in kept) == list(range(1, KEEP + 1)), kind
         assert [g["step"] for g in kept if g["visible"]] == [1], kind
         assert all(g["title"].endswith(f"step {g['step']}") for g in kept), kind  # each graph draws its own step
-
-
-def test_the_player_charts_look_like_the_apps_other_charts(fresh_server, page):
-    """The top-k bars (the player's) and the sampling bars below (st.plotly_chart, in Streamlit's theme): the
-    same fonts and colours where both charts set none of their own."""
-    pg = page
-    open_decode(pg, fresh_server.url)
-    pg.locator(".st-key-decode_chart_sampling .main-svg").first.wait_for()
-    look = pg.evaluate("""() => {
-      const font = (family) => family.split(',')[0].trim();  // the typeface used (Streamlit lists its own twice)
-      const read = (el) => { const L = el._fullLayout; return {
-        title: [font(L.title.font.family), L.title.font.color,
-                el.querySelector('.gtitle').innerHTML.startsWith('<tspan')],  // bold, as Streamlit sets titles
-        ticks: [L.xaxis.tickfont.color, L.yaxis.tickfont.color, L.xaxis.tickfont.size],
-        axis_title: [L.xaxis.title.font.color, L.xaxis.title.font.size],
-        hover: [L.hoverlabel.bgcolor, font(L.hoverlabel.font.family), L.hoverlabel.font.color],
-        background: [L.paper_bgcolor, L.plot_bgcolor], pad: L.margin.pad}; };
-      return {player: read(document.querySelector('[data-ap-chart=topk] > [data-shown]')),
-              streamlit: read(document.querySelector('.st-key-decode_chart_sampling .js-plotly-plot'))}; }""")
-    assert look["player"] == look["streamlit"]
-
 
 
 # Each of the player's heatmaps: its category axes' token count and the tick labels plotly.js drew for them

@@ -19,7 +19,7 @@ from .repo import ROOT
 ALLOWED = {
     "Transformer", "softmax", "logit", "logits", "RoPE", "ALiBi", "Adam", "Muon", "Xavier", "top", "PNG", "SVG",
     "CSV", "TSV", "GIF", "MP4", "HTML", "JSON", "UTF", "ISO", "PE", "GPU", "CPU", "CUDA", "MB", "sin", "cos", "diag",
-    "sentencepiece", "pos", "RMS", "Enter", "norm", "sublayer", "Noto", "CJK", "Top", "inf", "README", "PyTorch",
+    "sentencepiece", "pos", "RMS", "Enter", "Esc", "norm", "sublayer", "Noto", "CJK", "Top", "inf", "README", "PyTorch",
     "UTC", "pickle", "QK", "png", "svg", "ReLU", "KV", "log", "Annotated",  # Annotated: the Annotated Transformer
     "max", "xW",  # the feed-forward's formula in a chart title, max(0, xW₁+b₁) (plotly titles are plain text)
 }

@@ -1,5 +1,5 @@
-"""Reading plotly charts back out of an AppTest run (they arrive as unknown elements holding JSON specs), and the
-charts of a step player (ui/step_player.py: st.components.v2 elements holding every step's figure)."""
+"""Reading plotly charts back out of an AppTest run: every chart is an st.components.v2 element of
+ui/step_player.py holding its figures as JSON, one (`plot`: a chart alone) or one per step (a step player's chart)."""
 
 from __future__ import annotations
 
@@ -20,24 +20,33 @@ def array(value) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
+def element_key(el) -> str:
+    """The widget key an element was shown with (its id is `$$ID-<hash>-<key>`)."""
+    return el.proto.id.split("-", 2)[2]
+
+
+def alone(at) -> dict[str, dict]:
+    """Every chart alone on the page (ui/step_player.plot) by its widget key, in page order: its component data (the
+    figure is data["figures"][0], the toolbar camera's file name data["filenames"][0])."""
+    return {element_key(el): data for el in at.get("bidi_component")
+            if (data := json.loads(el.proto.json)).get("alone")}
+
+
 def specs(at) -> list[dict]:
-    """The specs of every chart on the page, in page order."""
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    """The figures of every chart alone on the page, in page order."""
+    return [data["figures"][0] for data in alone(at).values()]
 
 
 def spec(at, key: str) -> dict:
-    """The spec of the chart shown with widget key `key` (Streamlit ends the element id with it): an st.plotly_chart,
-    or a live chart (ui/step_player.live_chart)."""
-    found = [json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.proto.id.endswith(f"-{key}")]
-    found += [data["figures"][0] for el in at.get("bidi_component") if el.proto.id.endswith(f"-{key}")
-              and (data := json.loads(el.proto.json)).get("alone")]
-    assert len(found) == 1, f"{len(found)} charts with key {key!r}"
-    return found[0]
+    """The figure of the chart alone shown with widget key `key`."""
+    found = alone(at)
+    assert key in found, f"no chart with key {key!r}: {list(found)}"
+    return found[key]["figures"][0]
 
 
 def shown(at, key: str) -> bool:
-    """Whether a chart with widget key `key` is on the page (see `spec`)."""
-    return any(el.proto.id.endswith(f"-{key}") for kind in ("plotly_chart", "bidi_component") for el in at.get(kind))
+    """Whether a chart (alone, or a step player's) with widget key `key` is on the page."""
+    return any(element_key(el) == key for el in at.get("bidi_component"))
 
 
 def z(at, key: str, trace: int = 0) -> np.ndarray:
@@ -54,7 +63,7 @@ def title(at, key: str) -> str:
 
 def component(at, key: str) -> dict:
     """The data of the st.components.v2 element mounted with key `key` (a step player or one of its charts)."""
-    found = [el for el in at.get("bidi_component") if el.proto.id.endswith(f"-{key}")]
+    found = [el for el in at.get("bidi_component") if element_key(el) == key]
     assert len(found) == 1, f"{len(found)} components with key {key!r}"
     return json.loads(found[0].proto.json)
 

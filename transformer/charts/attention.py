@@ -52,9 +52,9 @@ def _blocked(mask, shape) -> np.ndarray | None:
 
 
 def _click_layer(weights: np.ndarray, x: list[str], y: list[str], side: int, written=None) -> go.Scatter:
-    """Invisible markers on every cell: Streamlit's on_select returns these points (it returns nothing for a
-    heatmap). A point's customdata is [query, key, weight]; its point_index is query * n_keys + key; its
-    text, with `written`, the token its row wrote (for the hover)."""
+    """Invisible markers on every cell, each a click target numbered by one index (a heatmap's points have two):
+    a point's customdata is [query, key, weight]; its index is query * n_keys + key; its text, with `written`,
+    the token its row wrote (for the hover)."""
     q, k = weights.shape
     rows, cols = np.divmod(np.arange(q * k), k)
     hover = t("charts.hover.cell") if written is None else t("charts.hover.written_cell", wrote="%{text}")

@@ -109,7 +109,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
     if head is None:
         st.caption(":material/south: " + t("train.live.grid_below"))
     with wide if head is None else st.container():
-        display.show_live_figure(fig, filename, key="train_probe_chart")
+        display.show_figure(fig, filename, key="train_probe_chart")
     expected = task.answer(result.source)
     verdict = "" if expected is None else (t("train.live.right") if result.output_text == expected
                                            else t("train.live.wrong", expected=code(expected)))
@@ -230,7 +230,7 @@ def live_charts(view: View, run: runs.Run, snapshot, now) -> None:
         else:
             fig = runs.figures().get("curves", (id(run.job), len(snapshot.history), step),
                                      lambda: curves_at(snapshot, run.task.name, step))
-            display.show_live_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
+            display.show_figure(fig, f"{run.task.name}_training_curves", key="train_curves")
             st.caption(t("train.live.curves_marked" if step is not None else "train.live.curves", n=every))
         if snapshot.probes:
             animations.training_animation(view, run, snapshot)

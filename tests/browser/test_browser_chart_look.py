@@ -1,0 +1,44 @@
+"""The app's charts (ui/step_player.py's component, in ui/chart_look.py's look) read like Streamlit's own chart
+element: the same figures drawn both ways (tests/helpers/look_app.py) get the same fonts, colours, legend, colour
+bar and hover labels from plotly.js where the figures set none of their own."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.browser import serving, wait_for_app
+
+pytestmark = pytest.mark.browser
+
+# What plotly.js made of a chart's layout: every setting the look gives
+LOOK_JS = """(key) => {
+  const el = document.querySelector(`.st-key-${key} .js-plotly-plot`), L = el._fullLayout;
+  const font = (f) => [f.family.split(',')[0].trim(), f.color, f.size];  // the typeface used (listed twice)
+  const bar = el._fullData.find(d => d.colorbar)?.colorbar;
+  return {
+    font: font(L.font), title: [...font(L.title.font), L.title.x, L.title.xanchor,
+                                el.querySelector('.gtitle').innerHTML.startsWith('<tspan')],  // bold
+    ticks: [font(L.xaxis.tickfont), font(L.yaxis.tickfont)],
+    axis_titles: [font(L.xaxis.title.font), font(L.yaxis.title.font)],
+    grid: [L.xaxis.showgrid, L.yaxis.gridcolor, L.yaxis.zerolinecolor],
+    legend: L.showlegend ? [font(L.legend.font), L.legend.borderwidth, L.legend.valign] : null,
+    colorbar: bar ? [bar.thickness, bar.outlinecolor, font(bar.tickfont), font(bar.title.font)] : null,
+    hover: [L.hoverlabel.bgcolor, L.hoverlabel.bordercolor, font(L.hoverlabel.font)],
+    background: [L.paper_bgcolor, L.plot_bgcolor], pad: L.margin.pad};
+}"""
+
+
+@pytest.fixture(scope="module")
+def look_server():
+    with serving("tests/helpers/look_app.py") as server:
+        yield server
+
+
+@pytest.mark.parametrize("name", ["bars", "heatmap"])
+def test_the_apps_charts_look_like_streamlits_chart_element(look_server, page, name):
+    page.goto(look_server.url)
+    wait_for_app(page)
+    for key in (f"streamlit_{name}", f"ours_{name}"):
+        page.locator(f".st-key-{key} .js-plotly-plot .main-svg").first.wait_for()
+    ours, streamlit = (page.evaluate(LOOK_JS, f"{side}_{name}") for side in ("ours", "streamlit"))
+    assert ours == streamlit
+    assert (ours["legend"] is not None) == (name == "bars") and (ours["colorbar"] is not None) == (name == "heatmap")
