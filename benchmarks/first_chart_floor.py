@@ -1,17 +1,20 @@
 """How soon can any Streamlit page show its first chart on this machine? The floor under issue 25's fresh-server
 target (first chart on Home within 3 s). Prints JSON.
 
-Three bare pages, each a heading and one element, against the app's home page, on servers started here (loopback,
+Four bare pages, each a heading and one element, against the app's home page, on servers started here (loopback,
 ended by their pid) with the project's .streamlit/config.toml, Chromium on the same cores:
-  text    a heading and an inline SVG image (no chart element: Streamlit's frontend alone)
-  plotly  a heading and one plotly heatmap (st.plotly_chart: the element every chart of the app uses)
-  vega    a heading and one Vega-Lite heatmap (st.vega_lite_chart)
+  text       a heading and an inline SVG image (no chart element: Streamlit's frontend alone)
+  component  a heading and one plotly heatmap through the app's own chart (ui/display.show_figure: the element every
+             chart of the app uses, plotly.js's cartesian build, asked for first by ui/preload.py)
+  plotly     a heading and one plotly heatmap through Streamlit's own element (st.plotly_chart: the full plotly.js)
+  vega       a heading and one Vega-Lite heatmap (st.vega_lite_chart)
   new_visitor_ms  a new browser page (empty cache) opening each warm server, ms until its first chart (the text
-                  page: its image) is drawn, as Playwright sees it; the four in turn, --visitors rounds.
-  cold_start_ms   from `streamlit run` to the first chart in a new page, the app against the bare plotly page, in
-                  turn, --starts each: the server's start is in both, the app's first script run only in its own.
-So the app's home page can be no quicker than the plotly page, and the plotly page's cold start is what any
-Streamlit page with a plotly chart needs here. The machine (CPU, capability, load) is printed with the figures;
+                  page: its image) is drawn, as Playwright sees it; the five in turn, --visitors rounds.
+  cold_start_ms   from `streamlit run` to the first chart in a new page, the app against the bare component and
+                  plotly pages, in turn, --starts each: the server's start is in all, the app's first script run only
+                  in its own.
+So the app's home page can be no quicker than the component page, whose cold start is what any Streamlit page that
+draws its chart as the app does needs here. The machine (CPU, capability, load) is printed with the figures;
 `--cpu avx2` caps the app server's kernels (the bare pages run none).
 
     python benchmarks/first_chart_floor.py [--visitors 6] [--starts 4] [--cpu avx2]
@@ -36,13 +39,17 @@ use_cpu_kind()
 from serving import CHART, CHROMIUM, CHROMIUM_ARGS, AppServer, chromium_missing, load_average, percentiles  # noqa: E402
 
 HEAD = 'import streamlit as st\nst.set_page_config(page_title="bare", layout="wide")\nst.title("Bare")\n'
+HEATMAP = "z = [[(i * j) % 7 for j in range(12)] for i in range(12)]\n"
 # name: (the page's script, the selector of its first chart)
 PAGES = {
     "text": (HEAD + "st.image('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"240\" height=\"240\">"
                     "<rect width=\"120\" height=\"120\" fill=\"#336\"/></svg>')\n", "[data-testid=stImage] img"),
-    "plotly": ("import plotly.graph_objects as go\n" + HEAD
-               + "z = [[(i * j) % 7 for j in range(12)] for i in range(12)]\n"
-                 "st.plotly_chart(go.Figure(go.Heatmap(z=z, colorscale='Blues')), key='chart')\n", CHART),
+    "component": ("import plotly.graph_objects as go\n" + HEAD
+                  + "from ui.preload import preload_charts\npreload_charts()\nfrom ui.display import show_figure\n"
+                  + HEATMAP + "show_figure(go.Figure(go.Heatmap(z=z, colorscale='Blues')), 'chart', key='chart')\n",
+                  CHART),
+    "plotly": ("import plotly.graph_objects as go\n" + HEAD + HEATMAP
+               + "st.plotly_chart(go.Figure(go.Heatmap(z=z, colorscale='Blues')), key='chart')\n", CHART),
     "vega": (HEAD + "values = [{'x': i, 'y': j, 'z': (i * j) % 7} for i in range(12) for j in range(12)]\n"
                     "st.vega_lite_chart({'data': {'values': values}, 'mark': 'rect', 'encoding': {"
                     "'x': {'field': 'x', 'type': 'ordinal'}, 'y': {'field': 'y', 'type': 'ordinal'},"
@@ -78,7 +85,7 @@ def cold_start(browser, script: str, selector: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--visitors", type=int, default=6, help="rounds of new visitors, the four pages in turn")
-    parser.add_argument("--starts", type=int, default=4, help="cold starts of the app and of the plotly page each")
+    parser.add_argument("--starts", type=int, default=4, help="cold starts of the app, component and plotly pages each")
     add_cpu_argument(parser)
     args = parser.parse_args()
     if missing := chromium_missing():
@@ -109,7 +116,7 @@ def main() -> None:
                 for server in servers.values():
                     server.stop()
             out["new_visitor_ms"] = {name: percentiles(ms) for name, ms in times.items()}
-            starts: dict[str, list[float]] = {"app": [], "plotly": []}
+            starts: dict[str, list[float]] = {"app": [], "component": [], "plotly": []}
             for _ in range(args.starts):
                 for name in starts:
                     starts[name].append(cold_start(browser, *pages[name]))

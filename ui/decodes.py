@@ -207,7 +207,7 @@ class Source:
 def figure(name: tuple, build):
     """The plotly figure `build()` makes, built once per language and kept in the same byte-bounded cache. `name`
     is a hashable tuple that determines the figure: the decode's (model key, version, input) and the chart's own
-    arguments. Shared read-only: st.plotly_chart serialises a copy and pages never change a figure."""
+    arguments. Shared read-only: a chart serialises it and pages never change a figure."""
     return memo("figure", lambda *_: build(), language(), *name)
 
 

@@ -173,6 +173,7 @@ function strip(label, chips) {
 // click then swaps graphs: plotly.js replots a chart from scratch whenever its data change (Plotly.react included),
 // ~45 ms a chart in a browser slowed 2.5x (docs/MEASUREMENTS.md), and a click no longer waits for that.
 
+const PLOTLY_HEIGHT = 450;  // plotly.js's height for a figure that sets none
 const KEEP = 16;  // graphs a chart keeps: the steps farthest from the one shown go first
 const STAGE = "position: fixed; left: -100000px; top: 0; visibility: hidden;";  // where idle-time drawing happens
 
@@ -201,6 +202,8 @@ function chart({ data, parentElement, setTriggerValue }, state) {
   const renewed = state.figureId !== data.figure_id;  // a live chart's one figure changed
   state.figureId = data.figure_id;
   state.data = data;
+  // the figure's height held before plotly.js draws it, so what follows on the page never moves when it does
+  state.div.style.minHeight = `${data.figures[0]?.layout?.height ?? PLOTLY_HEIGHT}px`;
   const shown = SHOWN[data.channel];
   if (data.alone) {  // a live chart (ui/step_player.live_chart): no player, its one figure redrawn in place
     if (renewed && state.drawn === 0) renew(state);

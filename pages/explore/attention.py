@@ -39,8 +39,8 @@ DECODER_ROWS = ("cross", "decoder_self")  # kinds whose rows are the decoder's q
 IMAGE_MIME = {"png": "image/png", "svg": "image/svg+xml"}
 
 # Built figures are kept as shared objects in the decodes' byte-bounded cache, named by the decode they show
-# (`source`: model key, version, input) and the chart's own arguments: st.plotly_chart only reads them (it
-# serialises a copy), whereas a st.cache_data hit would unpickle the figure, which re-validates it and cost as
+# (`source`: model key, version, input) and the chart's own arguments: the chart only reads them (it
+# serialises them), whereas a st.cache_data hit would unpickle the figure, which re-validates it and cost as
 # much as building it here (50-60 ms per heatmap). Revisiting a kind, layer or head costs no figure building.
 
 

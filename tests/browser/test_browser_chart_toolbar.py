@@ -56,6 +56,7 @@ def test_the_full_screen_button_shows_a_chart_as_tall_as_the_screen_and_back(mod
     title = "Sinusoidal encoding · chosen"
     open_app_page(page, f"{module_server.url}/positions")
     plot = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
+    plot.wait_for()
     before = page.evaluate(SIZE_JS, title)
     plot.hover()
     plot.locator(".modebar-btn[data-title^='Full screen']").click()
