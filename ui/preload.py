@@ -5,7 +5,7 @@ Every chart of the app is drawn by ui/step_player.py's component with plotly.js'
 and bar are all the app draws), vendored in assets/plotly/ at the plotly.js version plotly.py targets: 1.5 MB that a
 browser evaluates in ~0.5 s, where Streamlit's own chart element brings the full build (4.7 MB, ~1.1 s) inside one
 chunk of its frontend (docs/MEASUREMENTS.md). A custom component's path is how Streamlit serves a folder of files
-whatever the app's main script: assets/plotly/ at `component/<name>/`."""
+whatever the app's main script: assets/plotly/ at `component/ap_chart_code/`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,15 @@ from functools import cache
 from pathlib import Path
 
 import streamlit as st
-from streamlit.components.v1 import declare_component
+from streamlit.components.v1.component_registry import ComponentRegistry
+from streamlit.components.v1.custom_component import CustomComponent
+from streamlit.runtime import Runtime
 
 PLOTLY_DIR = Path(__file__).resolve().parents[1] / "assets" / "plotly"
 PLOTLY_FILE = "plotly-cartesian.min.js"
+# Registered as `declare_component("ap_chart_code", path=PLOTLY_DIR)` would, less its search for the calling module
+# (~60 ms of a fresh server's first page run, before the preload goes out)
+SERVED = CustomComponent(name="ap_chart_code", path=str(PLOTLY_DIR), module_name=__name__)
 # The trace types that build draws (its package's README): a chart of any other kind would stay blank
 TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour", "image",
                     "pie", "scatter", "scatterternary", "violin"})
@@ -27,11 +32,13 @@ TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2
 # markdown) before its first progress line showed. Each brings the chunks it imports (the progress bar's, the
 # slider's width).
 STATIC_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"
+CHARTS = "BidiComponent"  # the element the charts are drawn in (ui/step_player.py's st.components.v2 component)
 LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "StreamlitSyntaxHighlighter")
-# Both load next to the frontend's own entry module, so the page's base path needs no knowing: the chart code at
-# once (the home page's first chart needs it), the chunks one at a time whenever the browser is idle after it (no
-# home page element needs them). The element holds no content: the style hides its container, which would
-# otherwise add a gap above the page.
+# All load next to the frontend's own entry module, so the page's base path needs no knowing: the chart code and
+# CHARTS at once (the home page's first chart needs them), the LATER chunks one at a time whenever the browser is
+# idle once they have come and the page's run has ended (no home page element needs them, and evaluating one is a
+# task the page's drawing would wait for: the syntax highlighter's took ~0.3 s of a cold start's first chart). The
+# element holds no content: the style hides its container, which would otherwise add a gap above the page.
 IMPORT_JS = """<style>[data-testid=stElementContainer]:has(#ap-preload-charts) {{ display: none; }}</style>
 <script id="ap-preload-charts">
 const entry = document.querySelector('script[type=module][src*="static/js/"]');
@@ -39,15 +46,20 @@ const load = (path) => import(new URL(path, entry.src).href).catch(() => {{}});
 const idle = window.requestIdleCallback || ((then) => setTimeout(then, 200));
 const later = (chunks) => chunks.reduce((done, chunk) => done.then(() => new Promise(
   (loaded) => idle(() => load(chunk).then(loaded)))), Promise.resolve());
-if (entry) (window.apPlotly ??= load({charts})).then(() => later({later}));
+const ran = () => document.querySelector('[data-testid=stApp][data-test-script-state=notRunning]');
+const run = new Promise((ended) => ran() ? ended() : new MutationObserver((_, watch) => {{
+  if (ran()) {{ watch.disconnect(); ended(); }}
+}}).observe(document.body, {{subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]}}));
+if (entry) Promise.all([window.apPlotly ??= load({plotly}), load({charts}), run]).then(() => later({later}));
 </script>"""
 
 
 def plotly_path() -> str:
-    """The chart code's address, relative to the frontend's entry module (`static/js/index.*.js`). Serves it
-    first: a component is registered by a script run (ui/step_player.py asks too)."""
-    served = declare_component("plotly", path=PLOTLY_DIR)
-    return f"../../component/{served.name}/{PLOTLY_FILE}"
+    """The chart code's address, relative to the frontend's entry module (`static/js/index.*.js`). Serves it first,
+    where a server runs (the registry lives in its runtime; ui/step_player.py asks too)."""
+    if Runtime.exists():
+        ComponentRegistry.instance().register_component(SERVED)
+    return f"../../component/{SERVED.name}/{PLOTLY_FILE}"
 
 
 @cache
@@ -58,8 +70,8 @@ def chunk(name: str) -> str | None:
 
 
 def preload_charts() -> None:
-    """Have the browser fetch and evaluate the chart code now, so a first chart need not wait for it, and the
-    other chunks (LATER) after it."""
+    """Have the browser fetch and evaluate the chart code and its element's chunk now, so a first chart need not
+    wait for them, and the other chunks (LATER) after them."""
     later = [found for name in LATER if (found := chunk(name))]
-    st.html(IMPORT_JS.format(charts=json.dumps(plotly_path()), later=json.dumps(later)),
-            unsafe_allow_javascript=True)
+    st.html(IMPORT_JS.format(plotly=json.dumps(plotly_path()), charts=json.dumps(chunk(CHARTS)),
+                             later=json.dumps(later)), unsafe_allow_javascript=True)

@@ -16,9 +16,15 @@ const EVENT = "ap-step-player";
 const SERVER_DELAY_MS = 80;  // a burst of clicks or keys tells the server once, after this pause
 
 export default function (component) {
-  const { data, parentElement } = component;
-  const state = (parentElement.__apStepPlayer ??= {});
-  return data.role === "player" ? player(component, state) : chart(component, state);
+  // the data arrive as the bytes of one JSON text (ui/step_player.py), read once however often they arrive
+  const state = (component.parentElement.__apStepPlayer ??= {});
+  const text = new TextDecoder().decode(component.data);
+  if (state.text !== text) {
+    state.text = text;
+    state.read = JSON.parse(text);
+  }
+  const read = { ...component, data: state.read };
+  return state.read.role === "player" ? player(read, state) : chart(read, state);
 }
 
 // ---------------------------------------------------------------- player

@@ -49,6 +49,13 @@ _component = st.components.v2.component("ap_step_player", js=(HERE / "step_playe
                                         isolate_styles=False)
 
 
+def _mount(key: str, data: dict, **kwargs) -> None:
+    """Show the component with `data` as the bytes of one JSON text: Streamlit passes bytes on as they are, where it
+    looks for dataframes in any other data, which imports pandas (0.3 s of a fresh server's first page run; ui/warm.py
+    imports it later, between page views)."""
+    _component(key=key, data=json.dumps(data).encode(), **kwargs)
+
+
 def version(*parts) -> str:
     """A short name for what a player and its charts show (the decode, the settings its charts depend on)."""
     return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
@@ -69,7 +76,7 @@ def player(key: str, channel: str, decode: str, start: int, labels: tuple[str, s
              "last": t("app.player.last"), "step": t("app.player.step", step="{step}", steps="{steps}")}  # JS fills
     data = {"role": "player", "channel": channel, "version": decode, "start": start, "labels": list(labels),
             "source": source, "start_chip": first, "steps": steps, "texts": texts}
-    _component(key=key, data=data, on_step_change=lambda: _moved(key, len(steps), on_step))
+    _mount(key, data, on_step_change=lambda: _moved(key, len(steps), on_step))
 
 
 def _moved(key: str, n_steps: int, on_step: Callable[[int], None]) -> None:
@@ -99,7 +106,7 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
     """A chart that shows `figures[step]` (figure_json specs) for the step its channel's player shows, in the
     decode named `decode`; `look` names whatever else the figures depend on (a scale, presenter mode), so new
     figures (or a new toolbar) are drawn anew. Its toolbar camera saves `filenames[step].fmt` at `scale`."""
-    _component(key=key, data=_chart_data(channel, decode, kind, figures, filenames, fmt, look, scale))
+    _mount(key, _chart_data(channel, decode, kind, figures, filenames, fmt, look, scale))
 
 
 def plot(key: str, fig: go.Figure | dict, filename: str, fmt: str, *, width: str | int = "stretch",
@@ -117,7 +124,7 @@ def plot(key: str, fig: go.Figure | dict, filename: str, fmt: str, *, width: str
     data = {**_chart_data(key, "", key, [spec], [filename], fmt, (), scale),
             "alone": True, "figure_id": name, "clickable": on_click is not None}
     callbacks = {} if on_click is None else {"on_click_change": lambda: _clicked(key, on_click)}
-    _component(key=key, data=data, width=width, **callbacks)
+    _mount(key, data, width=width, **callbacks)
 
 
 def _clicked(key: str, on_click: Callable[[int | None], None]) -> None:

@@ -4,9 +4,8 @@ catches what differs per task, such as sentencepiece pieces in `numbers` or the 
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from helpers import plotly_specs
 from helpers.repo import ROOT
 
 from ui.preload import TRACES
@@ -30,5 +29,5 @@ def test_page_opens_on_every_shipped_model(app, page):
         assert not at.error, (name, [e.value for e in at.error])
         assert at.get(PAGES[page]), f"{page} shows no {PAGES[page]} on {name}"
         drawn = {trace.get("type", "scatter") for el in at.get("bidi_component")
-                 for figure in json.loads(el.proto.json).get("figures", []) for trace in figure["data"]}
+                 for figure in plotly_specs.data(el).get("figures", []) for trace in figure["data"]}
         assert drawn <= TRACES, (page, name, drawn - TRACES)

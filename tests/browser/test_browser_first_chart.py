@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from helpers.browser import open_app_page
 
-from ui.preload import LATER, PLOTLY_FILE, chunk
+from ui.preload import CHARTS, LATER, PLOTLY_FILE, chunk
 
 # In-page: when each element of interest first appeared, on the page's own clock (performance.now()).
 WATCH_JS = """() => {
@@ -24,7 +24,7 @@ CHUNK_START_JS = """(chunk) => {
 
 def test_this_streamlit_has_one_chunk_of_each_name_to_preload():
     """A Streamlit that renamed or merged one of them would leave it unloaded: the names are checked here."""
-    for name in LATER:
+    for name in (CHARTS, *LATER):
         found = chunk(name)
         assert found and found.startswith(f"{name}.") and found.endswith(".js"), (name, found)
 
@@ -35,11 +35,12 @@ def test_the_chart_code_is_asked_for_before_the_page_title_arrives(fresh_server,
     page.add_init_script(f"({WATCH_JS})()")
     open_app_page(page, fresh_server.url)
     page.wait_for_selector(".js-plotly-plot .main-svg")
-    chunk_asked = page.evaluate(CHUNK_START_JS, PLOTLY_FILE)
     title_seen = page.evaluate("window.firstSeen.title")
-    assert chunk_asked is not None, "the page never asked for the chart code"
     assert title_seen is not None
-    assert chunk_asked < title_seen, f"chunk asked for at {chunk_asked:.0f} ms, title shown at {title_seen:.0f} ms"
+    for code in (PLOTLY_FILE, chunk(CHARTS)):
+        asked = page.evaluate(CHUNK_START_JS, code)
+        assert asked is not None, f"the page never asked for {code}"
+        assert asked < title_seen, f"{code} asked for at {asked:.0f} ms, title shown at {title_seen:.0f} ms"
     assert page.evaluate(CHUNK_START_JS, chunk("PlotlyChart")) is None  # Streamlit's full plotly.js: never fetched
 
 

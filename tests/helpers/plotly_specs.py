@@ -25,16 +25,20 @@ def element_key(el) -> str:
     return el.proto.id.split("-", 2)[2]
 
 
+def data(el) -> dict:
+    """The data of a component element (ui/step_player.py sends them as the bytes of one JSON text)."""
+    return json.loads(el.proto.bytes)
+
+
 def alone(at) -> dict[str, dict]:
     """Every chart alone on the page (ui/step_player.plot) by its widget key, in page order: its component data (the
     figure is data["figures"][0], the toolbar camera's file name data["filenames"][0])."""
-    return {element_key(el): data for el in at.get("bidi_component")
-            if (data := json.loads(el.proto.json)).get("alone")}
+    return {element_key(el): found for el in at.get("bidi_component") if (found := data(el)).get("alone")}
 
 
 def specs(at) -> list[dict]:
     """The figures of every chart alone on the page, in page order."""
-    return [data["figures"][0] for data in alone(at).values()]
+    return [chart["figures"][0] for chart in alone(at).values()]
 
 
 def spec(at, key: str) -> dict:
@@ -65,7 +69,7 @@ def component(at, key: str) -> dict:
     """The data of the st.components.v2 element mounted with key `key` (a step player or one of its charts)."""
     found = [el for el in at.get("bidi_component") if element_key(el) == key]
     assert len(found) == 1, f"{len(found)} components with key {key!r}"
-    return json.loads(found[0].proto.json)
+    return data(found[0])
 
 
 def player_step(at, player: str = "decode_player") -> int:
