@@ -59,12 +59,12 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
 
 
 def show_figure(fig, filename: str, *, key: str, width: str | int = "stretch",
-                on_click: Callable[[int | None], None] | None = None) -> None:
-    """Plot `fig` (step_player.plot: `width`, `on_click`); its toolbar camera saves `<filename>.png|svg` (the
+                on_point: Callable[[int | None], None] | None = None) -> None:
+    """Plot `fig` (step_player.plot: `width`, `on_point`); its toolbar camera saves `<filename>.png|svg` (the
     sidebar's format) at slide scale. In presenter mode it is shown larger (presenter_sized), and the camera saves
     it as shown. A figure that changes (a live run's) is drawn into the chart shown, not as a new chart."""
     fig, fmt = as_shown(fig)
-    step_player.plot(key, fig, filename, fmt, width=width, on_click=on_click)
+    step_player.plot(key, fig, filename, fmt, width=width, on_point=on_point)
 
 
 def as_shown(fig) -> tuple[go.Figure, str]:

@@ -27,6 +27,7 @@ from transformer.charts.export import TOOLS_LEFT_OUT
 from transformer.i18n import t
 
 from .chart_look import STREAMLIT_LOOK
+from .failure import callback
 from .preload import plotly_path
 
 CHIP = ("display:inline-block;margin:2px 3px 4px 0;padding:1px 9px;border-radius:7px;"
@@ -76,7 +77,7 @@ def player(key: str, channel: str, decode: str, start: int, labels: tuple[str, s
              "last": t("app.player.last"), "step": t("app.player.step", step="{step}", steps="{steps}")}  # JS fills
     data = {"role": "player", "channel": channel, "version": decode, "start": start, "labels": list(labels),
             "source": source, "start_chip": first, "steps": steps, "texts": texts}
-    _mount(key, data, on_step_change=lambda: _moved(key, len(steps), on_step))
+    _mount(key, data, on_step_change=callback(lambda: _moved(key, len(steps), on_step)))
 
 
 def _moved(key: str, n_steps: int, on_step: Callable[[int], None]) -> None:
@@ -110,27 +111,27 @@ def chart(key: str, channel: str, decode: str, kind: str, figures: list[dict], f
 
 
 def plot(key: str, fig: go.Figure | dict, filename: str, fmt: str, *, width: str | int = "stretch",
-         on_click: Callable[[int | None], None] | None = None, scale: float = 2) -> None:
+         on_point: Callable[[int | None], None] | None = None, scale: float = 2) -> None:
     """A chart of one figure, with no player. A changed figure is drawn into the same graph (Plotly.react), the same
     figure sent again draws nothing: the Train page's live charts renew theirs every 1.5 s, and st.plotly_chart's
     way to that redraw (its theme applied anew, its element state updated) cost Chromium ~0.07 of a core more on a
     2-core AVX2 laptop, which its training lost (docs/MEASUREMENTS.md). `width`: "stretch" (the column's),
-    "content" (the figure's own, where it sets one) or pixels. `on_click(i)` hears of a click on point i of the
+    "content" (the figure's own, where it sets one) or pixels. `on_point(i)` hears of a click on point i of the
     figure's click layer (its one trace with numbered points: charts.attention_heatmap's invisible scatter), and
     of a double click as None (the pick cleared). The toolbar camera saves `filename.fmt` at `scale`."""
     spec, name = _figure_json(fig)
     if width == "content":
         width = spec["layout"].get("width") or "stretch"
     data = {**_chart_data(key, "", key, [spec], [filename], fmt, (), scale),
-            "alone": True, "figure_id": name, "clickable": on_click is not None}
-    callbacks = {} if on_click is None else {"on_click_change": lambda: _clicked(key, on_click)}
+            "alone": True, "figure_id": name, "clickable": on_point is not None}
+    callbacks = {} if on_point is None else {"on_click_change": callback(lambda: _clicked(key, on_point))}
     _mount(key, data, width=width, **callbacks)
 
 
-def _clicked(key: str, on_click: Callable[[int | None], None]) -> None:
+def _clicked(key: str, on_point: Callable[[int | None], None]) -> None:
     """A chart's trigger: a point index from the browser (None: a double click), passed on only when it is one."""
     index = st.session_state[key]["click"]
-    on_click(index if isinstance(index, int) and not isinstance(index, bool) and index >= 0 else None)
+    on_point(index if isinstance(index, int) and not isinstance(index, bool) and index >= 0 else None)
 
 
 def _chart_data(channel: str, decode: str, kind: str, figures: list[dict], filenames: list[str], fmt: str,

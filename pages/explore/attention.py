@@ -144,7 +144,7 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
                                                         extra=t("attention.knocked_out") if off else ""),
             mask=amap.mask, clickable=True, highlight=cell, written=amap.written))
         display.show_figure(fig, stem, key=chart_key, width="content",
-                            on_click=lambda point: select_cell(view, point, len(cols)))
+                            on_point=lambda point: select_cell(view, point, len(cols)))
         with st.container(width="stretch"):
             st.markdown(t("attention.head_heading", layer=layer + 1, head=head + 1)
                         + _head_facts(amap.stats(), layer, head))

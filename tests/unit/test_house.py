@@ -6,6 +6,7 @@ load no torch."""
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from pathlib import Path
 
@@ -130,12 +131,13 @@ def test_every_fragment_ends_an_unexpected_error_in_the_note():
 
 
 def test_every_widget_callback_ends_an_unexpected_error_in_the_note():
-    """Streamlit calls a widget's on_click / on_change before the page's run, outside app.py's guard: every one is
-    wrapped in `ui.failure.callback`, or given to `View.widget`, which wraps its own (or names no function)."""
+    """Streamlit calls a widget's on_click / on_change, and a component's on_<event>_change, before the page's run,
+    outside app.py's guard: every one is wrapped in `ui.failure.callback`, or given to `View.widget`, which wraps its
+    own (or names no function)."""
     bare = [f"{path.relative_to(ROOT)}:{node.lineno} {keyword.arg}" for path, tree in ui_scripts()
             for node in ast.walk(tree) if isinstance(node, ast.Call)
             and not (isinstance(node.func, ast.Attribute) and node.func.attr == "widget")
-            for keyword in node.keywords if keyword.arg in ("on_click", "on_change")
+            for keyword in node.keywords if re.fullmatch(r"on_click|on_change|on_\w+_change", keyword.arg or "")
             and not isinstance(keyword.value, ast.Constant)
             and not (isinstance(keyword.value, ast.Call) and getattr(keyword.value.func, "id", None) == "callback")]
     assert bare == []

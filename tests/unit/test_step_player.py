@@ -1,6 +1,6 @@
-"""ui/step_player.py without a browser: a figure's spec reaches the browser as the figure itself would, and a step
-from the browser reaches the page only when it is one of the decode's (the browser's part:
-test_browser_step_player.py)."""
+"""ui/step_player.py without a browser: a figure's spec reaches the browser as the figure itself would, a step or
+a click from the browser reaches the page only when it is one it can be (the browser's part:
+test_browser_step_player.py, test_browser_attention.py)."""
 
 from __future__ import annotations
 
@@ -38,3 +38,21 @@ def test_a_step_from_the_browser_reaches_the_page_only_when_it_is_the_decodes(mo
     moved: list[int] = []
     step_player._moved("player", 5, moved.append)
     assert moved == passed
+
+
+@pytest.mark.parametrize("sent, passed", [(0, 0), (37, 37), (-1, None), ("3", None), (2.0, None), (True, None),
+                                          (None, None)])
+def test_a_click_from_the_browser_reaches_the_page_as_a_point_or_none(monkeypatch, sent, passed):
+    """A point index of the click layer, or None (a double click, or anything else the browser may send)."""
+    monkeypatch.setattr(step_player.st, "session_state", {"chart": {"click": sent}})
+    heard: list[int | None] = []
+    step_player._clicked("chart", heard.append)
+    assert heard == [passed]
+
+
+def test_a_figure_is_named_by_what_it_draws():
+    """The same figure, the same name (drawn nothing anew); any change, a new name (drawn into the graph shown)."""
+    one = go.Figure(go.Heatmap(z=[[0.1, 0.9]]))
+    named = step_player._figure_json(one)[1]
+    assert step_player._figure_json(go.Figure(one))[1] == named
+    assert step_player._figure_json(go.Figure(go.Heatmap(z=[[0.1, 0.8]])))[1] != named
