@@ -4,8 +4,8 @@ target (first chart on Home within 3 s). Prints JSON.
 Four bare pages, each a heading and one element, against the app's home page, on servers started here (loopback,
 ended by their pid) with the project's .streamlit/config.toml, Chromium on the same cores:
   text       a heading and an inline SVG image (no chart element: Streamlit's frontend alone)
-  component  a heading and one plotly heatmap through the app's own chart (ui/display.show_figure: the element every
-             chart of the app uses, plotly.js's cartesian build, asked for first by ui/preload.py)
+  component  a heading and one plotly heatmap through the app's own chart (ui/step_player.plot: the element every
+             chart of the app uses, plotly.js's cartesian build, asked for first by ui/preload.py; no torch)
   plotly     a heading and one plotly heatmap through Streamlit's own element (st.plotly_chart: the full plotly.js)
   vega       a heading and one Vega-Lite heatmap (st.vega_lite_chart)
   new_visitor_ms  a new browser page (empty cache) opening each warm server, ms until its first chart (the text
@@ -45,8 +45,8 @@ PAGES = {
     "text": (HEAD + "st.image('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"240\" height=\"240\">"
                     "<rect width=\"120\" height=\"120\" fill=\"#336\"/></svg>')\n", "[data-testid=stImage] img"),
     "component": ("import plotly.graph_objects as go\n" + HEAD
-                  + "from ui.preload import preload_charts\npreload_charts()\nfrom ui.display import show_figure\n"
-                  + HEATMAP + "show_figure(go.Figure(go.Heatmap(z=z, colorscale='Blues')), 'chart', key='chart')\n",
+                  + "from ui.preload import preload_charts\npreload_charts()\nfrom ui.step_player import plot\n"
+                  + HEATMAP + "plot('chart', go.Figure(go.Heatmap(z=z, colorscale='Blues')), 'chart', 'png')\n",
                   CHART),
     "plotly": ("import plotly.graph_objects as go\n" + HEAD + HEATMAP
                + "st.plotly_chart(go.Figure(go.Heatmap(z=z, colorscale='Blues')), key='chart')\n", CHART),
