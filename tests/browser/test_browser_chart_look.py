@@ -1,11 +1,14 @@
 """The app's charts (ui/step_player.py's component, in ui/chart_look.py's look) read like Streamlit's own chart
 element: the same figures drawn both ways (tests/helpers/look_app.py) get the same fonts, colours, legend, colour
-bar and hover labels from plotly.js where the figures set none of their own."""
+bar and hover labels from plotly.js where the figures set none of their own; and a chart on a page that sent no
+preload (ui/preload.py) loads its code itself."""
 
 from __future__ import annotations
 
 import pytest
 from helpers.browser import serving, wait_for_app
+
+from ui.preload import PLOTLY_FILE
 
 pytestmark = pytest.mark.browser
 
@@ -42,3 +45,12 @@ def test_the_apps_charts_look_like_streamlits_chart_element(look_server, page, n
     ours, streamlit = (page.evaluate(LOOK_JS, f"{side}_{name}") for side in ("ours", "streamlit"))
     assert ours == streamlit
     assert (ours["legend"] is not None) == (name == "bars") and (ours["colorbar"] is not None) == (name == "heatmap")
+
+
+def test_a_chart_on_a_page_without_the_preload_loads_the_chart_code_itself(look_server, page):
+    page.goto(f"{look_server.url}/?alone=1")
+    wait_for_app(page)
+    page.locator(".st-key-ours_bars .js-plotly-plot .main-svg").first.wait_for()
+    assert page.locator("#ap-preload-charts").count() == 0
+    fetched = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name.split('/').pop())")
+    assert PLOTLY_FILE in fetched

@@ -1,5 +1,6 @@
 """A page for tests/browser/test_browser_chart_look.py: the same figures drawn by st.plotly_chart in Streamlit's
-theme and by the app's own chart (ui/display.show_figure, in ui/chart_look.py's look), one pair under the other."""
+theme and by the app's own chart (ui/display.show_figure, in ui/chart_look.py's look), one pair under the other;
+with `?alone=1`, the app's chart of the first alone, without ui/preload.py's element (the chart loads its code)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ FIGURES = {
                          layout={"title": {"text": "Heatmap"}, "height": 300}),
 }
 
-preload_charts()
-for name, fig in FIGURES.items():
-    st.plotly_chart(fig, key=f"streamlit_{name}")
-    display.show_figure(fig, name, key=f"ours_{name}")
+if st.query_params.get("alone") == "1":
+    display.show_figure(FIGURES["bars"], "bars", key="ours_bars")
+else:
+    preload_charts()
+    for name, fig in FIGURES.items():
+        st.plotly_chart(fig, key=f"streamlit_{name}")
+        display.show_figure(fig, name, key=f"ours_{name}")
