@@ -23,9 +23,6 @@ PLOTLY_FILE = "plotly-cartesian.min.js"
 # Registered as `declare_component("ap_chart_code", path=PLOTLY_DIR)` would, less its search for the calling module
 # (~60 ms of a fresh server's first page run, before the preload goes out)
 SERVED = CustomComponent(name="ap_chart_code", path=str(PLOTLY_DIR), module_name=__name__)
-# The trace types that build draws (its package's README): a chart of any other kind would stay blank
-TRACES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour", "image",
-                    "pie", "scatter", "scatterternary", "violin"})
 # Other elements have chunks of their own in Streamlit's frontend, fetched and run only when a page first shows
 # one, and one that a page shows first holds back every element drawn with it until its chunk has come: the Train
 # page's live view waited ~0.4 s after Start for those below (the syntax highlighter, 1.6 MB, is run for code in
