@@ -25,14 +25,24 @@ from ui.widgets import expected, finish, header, input_picker, readable_link_inp
 from transformer.i18n import t
 
 SCROLLS = "code_scrolls"  # session key: how often a section was picked here (each pick scrolls to it again)
-# Scrolls to a section's heading once the page has drawn it, and again when late charts have moved it
+# Scrolls to a section's heading, and again whenever the page above it grows while it is still being drawn (charts,
+# code blocks: on a fresh server some came after the fixed times this once waited for), until the reader scrolls or
+# clicks, or for HOLD_MS
 SCROLL_JS = """<style>[data-testid=stElementContainer]:has(#ap-code-scroll) {{ display: none; }}</style>
 <script id="ap-code-scroll" data-pick="{pick}">
 (() => {{
   const go = () => document.getElementById({section})?.scrollIntoView({{block: "start"}});
-  go(); setTimeout(go, 600); setTimeout(go, 1500);
+  const page = document.querySelector("[data-testid=stMainBlockContainer]");
+  const held = new ResizeObserver(go);
+  const gestures = ["wheel", "touchstart", "keydown", "mousedown"];
+  const stop = () => {{ held.disconnect(); gestures.forEach((g) => window.removeEventListener(g, stop, true)); }};
+  go();
+  if (page) held.observe(page);
+  gestures.forEach((g) => window.addEventListener(g, stop, true));
+  setTimeout(stop, {hold_ms});
 }})();
 </script>"""
+HOLD_MS = 6000
 
 
 def intro() -> DeltaGenerator:
@@ -92,7 +102,8 @@ def scroll_to(section: str) -> None:
     """Open the page at `section` (a link's, or one just picked); the first opens at the top."""
     pick = st.session_state.get(SCROLLS, 0)
     if pick or section != KEYS[0]:
-        st.html(SCROLL_JS.format(pick=pick, section=json.dumps(section)), unsafe_allow_javascript=True)
+        st.html(SCROLL_JS.format(pick=pick, section=json.dumps(section), hold_ms=HOLD_MS),
+                unsafe_allow_javascript=True)
 
 
 def main() -> None:
