@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from transformer.network.model import EncoderDecoder
-from .tasks import Task
-from transformer.network.tokenizers import Tokenizer
+if TYPE_CHECKING:  # annotations only: importing this module costs no torch import (the sidebar's cards need none)
+    from transformer.network.model import EncoderDecoder
+    from transformer.network.tokenizers import Tokenizer
+    from transformer.tasks import Task
 
 
 @dataclass
@@ -55,3 +57,4 @@ class ModelBundle:
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()
+

@@ -36,11 +36,13 @@ import tempfile
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from transformer.analysis.ablation import MODES, Head, ablated, check_heads, exact_match, head_means, importance
+from transformer.analysis.ablation import ablated, check_heads, exact_match, head_means, importance
+from transformer.analysis.knockout import MODES, Head
 from transformer.network.budget import evaluation_estimate
 from transformer.training.config import run_estimate
 from .bundle import ModelBundle
-from transformer.store.checkpoints import list_checkpoints, load_bundle, load_state_dict_file, save_bundle
+from transformer.store.checkpoints import load_bundle, load_state_dict_file, save_bundle
+from transformer.store.headers import list_checkpoints
 from transformer.network.config import INITS, NORMS, POSITIONALS, ModelConfig
 from transformer.network.decoding import beam_search, check_decode_budget, greedy_decode
 from transformer.training.devices import DEVICES, resolve_device

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from transformer.analysis.ablation import MODES, Head, all_heads
+from transformer.analysis.ablation import all_heads
+from transformer.analysis.knockout import MODES, Head
 from transformer.charts import KIND_SHORT
 from transformer.i18n import Texts, t
 from ui.display import output

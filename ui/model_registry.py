@@ -18,7 +18,7 @@ import streamlit as st
 
 from transformer.bundle import ModelBundle
 from transformer.i18n import Texts, sentences, t
-from transformer.store.checkpoints import CheckpointInfo, list_checkpoints, load_bundle
+from transformer.store.headers import CheckpointInfo, list_checkpoints
 from transformer.store.model_store import ModelStore, StoreError, megabytes
 
 from . import state
@@ -53,6 +53,8 @@ _loaded: set[tuple] = set()  # the files _load_shipped has read in this process
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _load_shipped(path: str, mtime_ns: int, size: int) -> ModelBundle:
     """Shared by all sessions and never mutated; the file's mtime and size key the cache."""
+    from transformer.store.checkpoints import load_bundle  # function-local: torch; the first page draws without it
+
     bundle = load_bundle(path)
     _loaded.add((path, mtime_ns, size))
     return bundle

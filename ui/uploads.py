@@ -17,7 +17,8 @@ import streamlit as st
 from transformer.network.budget import BudgetError, decode_estimate
 from transformer.bundle import ModelBundle
 from transformer.i18n import t
-from transformer.store.checkpoints import CheckpointError, load_bundle, load_state_dict_file
+from transformer.store.checkpoints import load_bundle, load_state_dict_file
+from transformer.store.headers import CheckpointError
 from transformer.store.model_store import StoreError
 
 from . import model_registry as registry

@@ -18,9 +18,9 @@ from ui.tables.masks import GREEDY, KINDS, MASKS, TARGETS
 from ui.widgets import finish, header, require_model
 from transformer import charts
 from transformer.charts.export import chart_filename, without_masked
+from transformer.analysis.batch_size import MAX_BATCH, MIN_BATCH
 from transformer.analysis.masked_batch import (
-    MAX_BATCH, MIN_BATCH, MaskedBatch, check_sources, greedy_targets, masked_batch, varied_lengths,
-    weight_above_diagonal,
+    MaskedBatch, check_sources, greedy_targets, masked_batch, varied_lengths, weight_above_diagonal,
 )
 from transformer.network.masks import subsequent_mask
 from transformer.network.special_tokens import PAD

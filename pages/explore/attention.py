@@ -23,7 +23,7 @@ from ui.widgets import (
     finish, header, input_picker, readable_link_input, require_model, verdict, warn_if_longer_than_trained,
 )
 from transformer import charts
-from transformer.analysis.ablation import Head
+from transformer.analysis.knockout import Head
 from transformer.analysis.attention_maps import AttentionMap
 from transformer.charts.compare import difference_heatmap
 from transformer.network.decoding import DecodeError, DecodeResult

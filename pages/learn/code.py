@@ -10,7 +10,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from transformer import charts
-from transformer.analysis.code_tour import KEYS, Tour, tour
+from transformer.analysis.code_tour import Tour, tour
+from transformer.analysis.tour_order import KEYS
 from transformer.network.decoding import DecodeError
 from transformer.network.tokenizers import TokenizerError
 from ui import decodes

@@ -21,7 +21,8 @@ from ui.widgets import finish, header, no_model
 from transformer.network.budget import BudgetError, evaluation_estimate
 from transformer.bundle import ModelBundle
 from transformer.store.cards import metrics_source
-from transformer.store.checkpoints import CheckpointInfo, bundle_to_bytes
+from transformer.store.checkpoints import bundle_to_bytes
+from transformer.store.headers import CheckpointInfo
 from transformer.analysis.examples import Example, decode_examples
 from transformer.analysis.evaluation import evaluate_bundle
 from transformer.tasks import TASKS

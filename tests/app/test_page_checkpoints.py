@@ -26,7 +26,8 @@ from transformer.bundle import ModelBundle
 from transformer.network.config import ModelConfig
 from transformer.network.decoding import greedy_decode, teacher_forced
 from transformer.network.model import EncoderDecoder
-from transformer.store.checkpoints import bundle_metadata, bundle_to_bytes, list_checkpoints, load_bundle
+from transformer.store.checkpoints import bundle_metadata, bundle_to_bytes, load_bundle
+from transformer.store.headers import list_checkpoints
 from transformer.tasks import make_task
 from ui import model_registry as registry
 from ui import uploads

@@ -14,7 +14,8 @@ import pytest
 from helpers.plotly_specs import alone, z
 from helpers.repo import needs_reverse, open_link
 
-from transformer.analysis.code_tour import KEYS, SECTIONS
+from transformer.analysis.code_tour import SECTIONS
+from transformer.analysis.tour_order import KEYS
 from ui import decodes
 from ui import model_registry as registry
 from ui.markdown import plain

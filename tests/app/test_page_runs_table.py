@@ -10,7 +10,8 @@ from helpers.tiny_runs import stop, tiny_run
 from safetensors import safe_open
 from streamlit.testing.v1 import AppTest
 
-from transformer.store.checkpoints import list_checkpoints, load_bundle
+from transformer.store.checkpoints import load_bundle
+from transformer.store.headers import list_checkpoints
 from ui import model_registry as registry
 from ui import runs, runs_table
 from ui.tables.checkpoints import CHECKPOINTS

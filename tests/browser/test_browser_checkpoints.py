@@ -14,7 +14,8 @@ from helpers.browser import choose, on_a_fresh_server, open_app_page, read_settl
 from helpers.repo import REVERSE, needs_reverse
 
 from transformer.network.decoding import greedy_decode
-from transformer.store.checkpoints import bundle_to_bytes, list_checkpoints, load_bundle
+from transformer.store.checkpoints import bundle_to_bytes, load_bundle
+from transformer.store.headers import list_checkpoints
 from ui import uploads
 from ui.tables.checkpoints import CHECKPOINTS
 

@@ -9,7 +9,7 @@ import re
 
 from google.protobuf.json_format import MessageToDict
 
-from transformer.store.checkpoints import list_checkpoints
+from transformer.store.headers import list_checkpoints
 from transformer.tasks import TASKS, CustomTask
 
 from .repo import ROOT

@@ -21,17 +21,15 @@ from transformer.network.config import ModelConfig
 from transformer.network.decoding import greedy_batch
 from transformer.network.masks import padding_mask, target_mask
 from transformer.network.model import EncoderDecoder
-from transformer.store import checkpoints
+from transformer.store import checkpoints, headers
 from transformer.store.checkpoints import (
-    CheckpointError,
     bundle_metadata,
     bundle_to_bytes,
-    list_checkpoints,
     load_bundle,
     load_state_dict_file,
-    read_info,
     save_bundle,
 )
+from transformer.store.headers import CheckpointError, list_checkpoints, read_info
 from transformer.tasks import encode_pairs, make_task
 
 CARD = {"name": "tiny", "created": "2025-01-01T00:00:00+00:00", "steps": 7, "exact_match": 0.5}
@@ -191,7 +189,7 @@ def hostile_files(bundle, good_bytes, marker_dir) -> dict[str, tuple[bytes, str]
         "torch.save zip": (torch_saved.getvalue(), "pickle/zip"),
         "zip archive": (zipped.getvalue(), "pickle/zip"),
         "huge header length": (struct.pack("<Q", 2**62) + b"{}", "header claims"),
-        "header above the limit": (framed(b" " * (checkpoints.MAX_HEADER_BYTES + 1) + b"{}"), "limit"),
+        "header above the limit": (framed(b" " * (headers.MAX_HEADER_BYTES + 1) + b"{}"), "limit"),
         "header not JSON": (framed(b"\xff\xfe not json"), "not valid JSON"),
         "header a list": (framed(b"[1, 2]"), "not a JSON object"),
         "no metadata": (safetensors.torch.save(state), "no string metadata"),
@@ -379,3 +377,15 @@ def test_loading_a_checkpoint_does_not_import_torch_dynamo():
     assert fresh_python("import sys\nfrom transformer.store.checkpoints import load_bundle\n"
                         "load_bundle('assets/checkpoints/reverse.safetensors')\n"
                         "print('torch._dynamo' in sys.modules)\n").strip() == "False"
+
+
+def test_reading_headers_and_opening_the_store_import_no_torch(tmp_path):
+    """The sidebar lists the shipped models and shows the active one's card from their headers on a fresh server's
+    first page: reading them, and opening the model store, must not pay torch's import (about 1 s)."""
+    assert fresh_python("import sys\nfrom transformer.store.headers import list_checkpoints, read_info\n"
+                        "from transformer.store.model_store import ModelStore\n"
+                        "infos = list_checkpoints('assets/checkpoints')\n"
+                        "info = read_info('assets/checkpoints/reverse.safetensors')\n"
+                        f"ModelStore({str(tmp_path)!r})\n"
+                        "print(bool(infos) and info.error is None and info.parameters > 0, 'torch' in sys.modules)\n"
+                        ).split() == ["True", "False"]

@@ -17,7 +17,8 @@ from helpers.repo import ROOT
 from transformer import cli
 from transformer.network.decoding import greedy_decode
 from transformer.network.tokenizers import TokenizerError
-from transformer.store.checkpoints import CheckpointError, bundle_to_bytes, list_checkpoints, load_bundle, save_bundle
+from transformer.store.checkpoints import bundle_to_bytes, load_bundle, save_bundle
+from transformer.store.headers import CheckpointError, list_checkpoints
 from transformer.tasks import CustomTask, TaskError, make_task, parse_pairs
 from transformer.tasks.custom import MAX_DATA_BYTES, MAX_FIELD_CHARS, MIN_PAIRS, digest, heldout_size
 from transformer.training.config import TrainConfig

@@ -29,16 +29,14 @@ from transformer.network.budget import BudgetError
 from transformer.network.config import ConfigError, ModelConfig
 from transformer.network.decoding import DecodeBudgetError, DecodeError, greedy_decode
 from transformer.network.model import EncoderDecoder
-from transformer.store import checkpoints
+from transformer.store import atomic, checkpoints
 from transformer.store.checkpoints import (
-    CheckpointError,
     bundle_metadata,
-    list_checkpoints,
     load_bundle,
     load_state_dict_file,
-    read_info,
     save_bundle,
 )
+from transformer.store.headers import CheckpointError, list_checkpoints, read_info
 from transformer.tasks import make_task
 from transformer.training.config import TrainConfig, model_config, run_estimate
 from transformer.training.trainer import Trainer
@@ -457,7 +455,7 @@ def test_killed_save_leftovers_are_cleaned_at_the_next_save(tmp_path):
             time.sleep(0.05)
         busy = list(tmp_path.glob(".m.safetensors.*.tmp"))
         assert len(busy) == 1
-        assert checkpoints.remove_leftover_temps(tmp_path, path.name) == []  # a save under way holds its temp: kept
+        assert atomic.remove_leftover_temps(tmp_path, path.name) == []  # a save under way holds its temp: kept
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

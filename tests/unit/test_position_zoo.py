@@ -13,7 +13,8 @@ from helpers.repo import ROOT, open_link
 from transformer.analysis.evaluation import evaluate_bundle
 from transformer.analysis.lengths import evaluate_lengths
 from transformer.charts.errors import scheme_lengths
-from transformer.store.checkpoints import load_bundle, read_info
+from transformer.store.checkpoints import load_bundle
+from transformer.store.headers import read_info
 from transformer.training.config import TrainConfig
 from transformer.training.trainer import Trainer
 

@@ -10,7 +10,8 @@ from helpers.repo import ROOT
 
 from transformer.analysis.evaluation import evaluate_bundle
 from transformer.network.decoding import beam_search, greedy_decode
-from transformer.store.checkpoints import load_bundle, read_info
+from transformer.store.checkpoints import load_bundle
+from transformer.store.headers import read_info
 from transformer.tasks import TASKS
 from transformer.training.presets import PRESETS
 

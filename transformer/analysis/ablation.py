@@ -8,48 +8,18 @@ weights are still computed and traced, so charts can show them marked as not con
 
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 import torch
 
 from transformer.network.attention import MultiHeadAttention
 from .evaluation import evaluate_pairs, teacher_forced_logits
+from .knockout import KINDS, MODES, Head
 from transformer.network.model import EncoderDecoder
 from transformer.network.special_tokens import PAD
 from transformer.tasks import encode_pairs
 from transformer.network.tokenizers import Tokenizer
-
-KINDS = ("encoder_self", "decoder_self", "cross")
-MODES = ("zero", "mean")
-HEAD_PATTERN = re.compile(r"(\w+):L(\d+)H(\d+)")
-
-
-@dataclass(frozen=True, order=True)
-class Head:
-    """One attention head: its kind, 0-based layer and 0-based head."""
-
-    kind: str
-    layer: int
-    head: int
-
-    @classmethod
-    def parse(cls, text: str) -> Head:
-        """`cross:L1H2` (1-based layer and head, as the pages show them)."""
-        match = HEAD_PATTERN.fullmatch(text.strip())
-        if match is None:
-            raise ValueError(f"{text!r} is not a head: write KIND:L<layer>H<head>, e.g. cross:L1H2")
-        kind, layer, head = match[1], int(match[2]), int(match[3])
-        if kind not in KINDS:
-            raise ValueError(f"unknown attention kind {kind!r} in {text!r}: one of {', '.join(KINDS)}")
-        if layer < 1 or head < 1:
-            raise ValueError(f"layers and heads count from 1, got {text!r}")
-        return cls(kind, layer - 1, head - 1)
-
-    def __str__(self) -> str:
-        return f"{self.kind}:L{self.layer + 1}H{self.head + 1}"
 
 
 def module_of(model: EncoderDecoder, kind: str, layer: int) -> MultiHeadAttention:

@@ -23,6 +23,7 @@ from transformer.network.layers import DecoderLayer, EncoderLayer, FeedForward, 
 from transformer.network.masks import padding_mask, subsequent_mask
 from transformer.network.model import EncoderDecoder, Generator
 from transformer.network.positional import PositionalEncoding, frequencies, sinusoidal_table
+from .tour_order import KEYS
 
 
 @dataclass(frozen=True)
@@ -33,24 +34,21 @@ class Section:
     code: tuple
 
 
-# The paper's order: the embeddings (3.4) and positions (3.5), attention (3.2.1-2) and its masks, the position-wise
-# feed-forward network (3.3), the residual connections with layer normalisation (3.1), the two layers and their
-# stacks, the generator (3.4), and greedy decoding.
-SECTIONS = (
-    Section("embeddings", (Embedding, PositionalEncoding.forward, sinusoidal_table, frequencies)),
-    Section("attention", (attention,)),
-    Section("multi_head", (MultiHeadAttention.forward, MultiHeadAttention.queries, MultiHeadAttention.keys_values,
-                           MultiHeadAttention.project, MultiHeadAttention._project, MultiHeadAttention.split_heads,
-                           MultiHeadAttention.attend)),
-    Section("masks", (padding_mask, subsequent_mask)),
-    Section("feed_forward", (FeedForward,)),
-    Section("residual", (Residual,)),
-    Section("encoder_layer", (EncoderLayer, EncoderDecoder.encode)),
-    Section("decoder_layer", (DecoderLayer, EncoderDecoder.decode)),
-    Section("generator", (Generator,)),
-    Section("greedy", (decoding.greedy_decode, decoding._next_log_probs)),
-)
-KEYS = tuple(section.key for section in SECTIONS)
+CODE = {  # each section's code; tour_order.KEYS gives their order
+    "embeddings": (Embedding, PositionalEncoding.forward, sinusoidal_table, frequencies),
+    "attention": (attention,),
+    "multi_head": (MultiHeadAttention.forward, MultiHeadAttention.queries, MultiHeadAttention.keys_values,
+                   MultiHeadAttention.project, MultiHeadAttention._project, MultiHeadAttention.split_heads,
+                   MultiHeadAttention.attend),
+    "masks": (padding_mask, subsequent_mask),
+    "feed_forward": (FeedForward,),
+    "residual": (Residual,),
+    "encoder_layer": (EncoderLayer, EncoderDecoder.encode),
+    "decoder_layer": (DecoderLayer, EncoderDecoder.decode),
+    "generator": (Generator,),
+    "greedy": (decoding.greedy_decode, decoding._next_log_probs),
+}
+SECTIONS = tuple(Section(key, CODE[key]) for key in KEYS)
 BY_KEY = {section.key: section for section in SECTIONS}
 SIDES = {"encoder_self": "encoder", "decoder_self": "decoder", "cross": "decoder"}  # an attention kind's stack
 SUBLAYERS = {"encoder_self": "self_attn", "decoder_self": "self_attn", "cross": "cross_attn"}

@@ -17,8 +17,7 @@ from transformer.network.special_tokens import PAD
 from transformer.tasks import encode_pairs
 from transformer.network.tokenizers import Tokenizer
 from transformer.network.trace import AttentionTrace
-
-MIN_BATCH, MAX_BATCH = 2, 4
+from .batch_size import MAX_BATCH, MIN_BATCH
 
 
 class BatchError(ValueError):

@@ -36,8 +36,8 @@ from pathlib import Path
 from transformer import settings
 from transformer.bundle import ModelBundle
 from transformer.i18n import t
-from .checkpoints import CheckpointError, bundle_to_bytes, is_temp_name, load_bundle, remove_leftover_temps, \
-    write_atomic
+from .atomic import is_temp_name, remove_leftover_temps, write_atomic
+from .headers import CheckpointError
 
 try:
     import fcntl
@@ -137,6 +137,8 @@ class ModelStore:
     def put(self, bundle: ModelBundle, owner: str, client: str | None = None, protect: Collection[str] = ()) -> str:
         """Keep `bundle` for `owner` (and `client`, where known); returns its new id. Room is made as the module
         docstring says (never from `protect`, ids of the owner's that must stay); ShareError when it cannot be."""
+        from .checkpoints import bundle_to_bytes  # function-local: torch loads when a model is kept, not with the store
+
         data = bundle_to_bytes(bundle)
         with self._locked():
             models = []
@@ -155,6 +157,8 @@ class ModelStore:
     def get(self, model_id: str, user: str | None = None) -> ModelBundle:
         """The kept model `model_id` (its last use is now); StoreError when the store does not have it. `user`: who
         opens it; another owner than its own marks it as shared (its owner's Remove then keeps it)."""
+        from .checkpoints import load_bundle  # function-local: torch loads when a model is opened, not with the store
+
         path = self._path(model_id)
         try:
             os.utime(path)

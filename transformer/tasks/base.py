@@ -10,12 +10,14 @@ import itertools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from transformer.i18n import t
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import Tokenizer
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 HASH_BASE, HASH_MOD, HELDOUT_BUCKETS = 131, 2_147_483_647, 10
 
@@ -26,6 +28,8 @@ class TaskError(ValueError):
 
 def stable_hash(codepoints: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Polynomial hash of (n, L) codepoints (only the first `lengths[i]` of each row count)."""
+    import torch  # function-local: a server's first page reads tasks without torch
+
     powers = torch.ones(codepoints.size(1), dtype=torch.int64)
     for i in range(1, codepoints.size(1)):
         powers[i] = powers[i - 1] * HASH_BASE % HASH_MOD
@@ -65,6 +69,8 @@ def _draw_up_to(rng: random.Random, max_value: int) -> int:
 def _pad(rows: list[list[int]]) -> torch.Tensor:
     """The rows right-padded with PAD to the longest, as one tensor: built in one call (a tensor per row cost
     1.6 ms of an `addition` batch of 64, 5% of its training step on an AVX2 EPYC)."""
+    import torch  # function-local: a server's first page reads tasks without torch
+
     width = max(map(len, rows))
     return torch.tensor([row + [PAD] * (width - len(row)) for row in rows], dtype=torch.int64)
 
@@ -145,5 +151,7 @@ class Task(ABC):
 
     def batch(self, n: int, generator: torch.Generator, tokenizer: Tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
         """A padded training batch (src, tgt) of `n` train-split pairs; see `encode_pairs`."""
+        import torch  # function-local: a server's first page reads tasks without torch
+
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         return encode_pairs(tokenizer, self.pairs(n, seed, "train"))

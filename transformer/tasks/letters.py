@@ -5,13 +5,15 @@ from __future__ import annotations
 import random
 import string
 from abc import abstractmethod
-
-import torch
+from typing import TYPE_CHECKING
 
 from transformer.i18n import Localized, t
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
 from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 
 class LetterTask(Task):
@@ -51,6 +53,8 @@ class LetterTask(Task):
         """(n, L) letter indices (padded with -1 past each length) -> the target's letter indices."""
 
     def target(self, source: str) -> str:
+        import torch  # function-local: a server's first page reads tasks without torch
+
         self._check(source)
         letters = torch.tensor([[self.alphabet.index(c) for c in source]])
         out = self._permute(letters, torch.tensor([len(source)]))[0]
@@ -58,6 +62,8 @@ class LetterTask(Task):
 
     def _train_letters(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """`n` random train-split strings: (n, max_len) letter indices (-1 past each length), (n,) lengths."""
+        import torch  # function-local: a server's first page reads tasks without torch
+
         kept_letters, kept_lengths, have = [], [], 0
         while have < n:
             lengths = torch.randint(self.min_len, self.max_len + 1, (n,), generator=generator)
@@ -72,6 +78,8 @@ class LetterTask(Task):
         return torch.cat(kept_letters)[:n], torch.cat(kept_lengths)[:n]
 
     def batch(self, n, generator, tokenizer):
+        import torch  # function-local: a server's first page reads tasks without torch
+
         offset = tokenizer.encode(self.alphabet[0])[0]  # id of "a": letters are contiguous ids
         letters, lengths = self._train_letters(n, generator)
         live = letters >= 0
@@ -92,6 +100,8 @@ class Reverse(LetterTask):
     description = Localized("tasks.reverse.description")
 
     def _permute(self, letters, lengths):
+        import torch  # function-local: a server's first page reads tasks without torch
+
         index = (lengths[:, None] - 1 - torch.arange(letters.size(1))[None, :]).clamp(min=0)
         return letters.gather(1, index).masked_fill(letters < 0, -1)
 

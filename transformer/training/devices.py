@@ -7,13 +7,18 @@ Trainer's working copy of the model (and its batches) lives on the device.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 DEVICES = ("auto", "cpu", "cuda")
 
 
 def cuda_available() -> bool:
     """True when torch can use a CUDA GPU here (False on CPU-only torch builds and machines without one)."""
+    import torch  # function-local: a server's first page reads DEVICES without torch
+
     return torch.cuda.is_available()
 
 
@@ -29,6 +34,8 @@ def resolve_device(name: str) -> torch.device:
             "device 'cuda' was asked for, but torch.cuda.is_available() is False here (no CUDA GPU, or a "
             "CPU-only torch build); use 'auto' or 'cpu'"
         )
+    import torch  # function-local: a server's first page reads DEVICES without torch
+
     if name == "auto":
         return torch.device("cuda" if cuda_available() else "cpu")
     return torch.device(name)

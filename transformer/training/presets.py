@@ -14,10 +14,12 @@ CPU: docs/MEASUREMENTS.md, "How each preset was chosen".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import MODEL_DEFAULTS, TrainConfig
-from .trainer import Trainer
+
+if TYPE_CHECKING:  # annotations only
+    from .trainer import Trainer
 
 __all__ = ["PRESETS", "Preset", "preset"]
 
@@ -42,6 +44,8 @@ class Preset:
         return {**MODEL_DEFAULTS, **self.model}
 
     def trainer(self, **overrides) -> Trainer:
+        from .trainer import Trainer  # function-local: a server's first page reads presets without torch
+
         return Trainer(self.train_config(**overrides), self.model_overrides())
 
 

@@ -2,7 +2,7 @@
 and the attention kind, layer and head whose tensors its sections show (1-based, as the pickers label them; None:
 the head that best follows the task's alignment, else layer 1 head 1)."""
 
-from transformer.analysis.code_tour import KEYS
+from transformer.analysis.tour_order import KEYS
 from ui.state import Choice, Int, StateTable, register
 from ui.tables.attention import KINDS
 from ui.tables.shared import INPUT, LANG, MODEL, PRESENTER

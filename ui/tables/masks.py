@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer.analysis.masked_batch import MAX_BATCH
+from transformer.analysis.batch_size import MAX_BATCH
 from transformer.i18n import t
 from ui.state import Choice, Flag, Int, LinkError, StateTable, Text, register
 from ui.tables.shared import LANG, MODEL, PRESENTER

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer.analysis.ablation import MODES, Head
+from transformer.analysis.knockout import MODES, Head
 from transformer.i18n import DEFAULT, LANGUAGES, t
 from ui import model_registry as registry
 from ui.state import Choice, Flag, LinkError, Prop, StateTable, Text, quoted, register
