@@ -31,7 +31,7 @@ def main() -> None:
     st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")
     preload_charts()
 
-    runtime.configure_torch()  # torch's import takes a second; the browser works meanwhile
+    runtime.configure_torch()  # before torch's import, which the first page may not need (ui/glance.py)
     from ui import language  # after set_page_config
     from ui.sidebar import render_sidebar
     from ui.tables import for_page

@@ -11,7 +11,11 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   (/proc/stat: the server, Chromium and anything else).
                   Peer: the same server without its warm-up (ui/warm.py; --peer preload: without ui/preload's
                   chart preload; --peer gc: its first run with the garbage collector on, ui/runtime.py; --peer
-                  uvloop: on the standard library's event loop and HTTP parser), started in turn.
+                  uvloop: on the standard library's event loop and HTTP parser; --peer glance: with nothing kept
+                  of an earlier server, as at the first start after installing or changing the code: its first
+                  page then imports torch and decodes, ui/glance.py), started in turn. Both servers but the
+                  glance peer find the home page's decode kept by an earlier server, as every start after the
+                  first does (a server started and stopped here before the timed ones keeps it).
   first_visit_ms  then, on that fresh server, each other page opened once through the sidebar: ms to its first
                   chart drawn (to the end of its script run where it has no chart). Target <= 1,000 ms each. The
                   peer's too, and the server CPU time of each visit's script run.
@@ -32,7 +36,8 @@ Other processes slow every figure; the machine (timing.machine(): CPU, capabilit
 the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
     python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--visitors 3]
-                                       [--peer warm|preload|gc|uvloop] [--cpu avx2] [--throttle 2.5] [--cold-only]
+                                       [--peer warm|preload|gc|uvloop|glance] [--cpu avx2] [--throttle 2.5]
+                                       [--cold-only]
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +67,7 @@ from ui.catalog import PAGES  # noqa: E402  (no torch)
 TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400, "step_click_ms": 150}
 # what the peer server leaves out
 PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE",
+         "glance": "AP_FIRST_PAGE_CACHE",
          "uvloop": "AP_BENCH_NO_UVLOOP"}
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
 # The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
@@ -138,11 +145,34 @@ def open_page(browser, throttle: float):
     return page
 
 
+KEPT = tempfile.mkdtemp(prefix="ap-bench-first-page-")  # the home page's decode kept by an earlier server
+
+
+def server_env(peer: str | None) -> dict[str, str]:
+    """The environment of a server without what `peer` names; all but the glance peer's find the decode kept."""
+    if peer == "glance":
+        return {"AP_FIRST_PAGE_CACHE": tempfile.mkdtemp(prefix="ap-bench-first-page-")}  # nothing kept
+    return {"AP_FIRST_PAGE_CACHE": KEPT, **({PEERS[peer]: "1"} if peer else {})}
+
+
+def keep_first_page(browser) -> None:
+    """A server that opens the home page once, so every later server finds its decode kept (ui/glance.py)."""
+    server = AppServer(env=server_env(None))
+    try:
+        page = browser.new_page()
+        page.goto(server.url)
+        page.wait_for_selector(CHART, timeout=60_000)
+        page.close()
+    finally:
+        server.stop()
+    assert any(Path(KEPT).glob("*.json")), "the home page kept no decode"
+
+
 def cold_start(browser, throttle: float, visitors: int, peer: str | None = None) -> dict:
     """Launch a server (without what `peer` names) and, as soon as it answers, open the home page; ms until its
     first chart is drawn. Then each other page's first visit, then `visitors` new visitors."""
     t0, t0_wall, busy = time.perf_counter(), time.time(), busy_seconds()
-    server = AppServer(timed=True, env={PEERS[peer]: "1"} if peer else None)
+    server = AppServer(timed=True, env=server_env(peer))
     try:
         healthy = time.perf_counter()
         page = open_page(browser, throttle)
@@ -275,6 +305,7 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         browser.new_page().close()  # Chromium's own start is not the app's
+        keep_first_page(browser)
         starts = {None: [], args.peer: []}
         for _ in range(args.starts):  # in turn, so that other load hits both alike
             for peer in starts:
@@ -291,7 +322,7 @@ def main() -> None:
                                       for path in visits[0]}
         for peer, suffix in ((None, ""), (args.peer, f"_without_{args.peer}")):
             out["new_visitor_ms" + suffix] = percentiles([ms for s in starts[peer] for ms in s["new_visitor_ms"]])
-        server = None if args.cold_only else AppServer(timed=True)
+        server = None if args.cold_only else AppServer(timed=True, env=server_env(None))
         try:
             page = open_page(browser, args.throttle) if server else None
             if page is None:

@@ -9,8 +9,9 @@ import tempfile
 import pytest
 
 # Models trained or uploaded by the tests (and the servers they start) go to a store of their own, not the
-# repository's .model_store/; the app reads this when it is first imported.
+# repository's .model_store/ (the app reads this when it is first imported); so do the home page's kept decodes.
 os.environ.setdefault("AP_MODEL_STORE", tempfile.mkdtemp(prefix="ap-test-store-"))
+os.environ.setdefault("AP_FIRST_PAGE_CACHE", tempfile.mkdtemp(prefix="ap-test-first-page-"))  # ui/glance.py
 
 from streamlit import config  # noqa: E402
 
@@ -61,12 +62,12 @@ def clean_caches():
     with them empty."""
     import streamlit as st
 
-    from ui import decodes
+    from ui import decodes, glance
 
-    for clear in (st.cache_data.clear, st.cache_resource.clear, decodes.clear):
+    for clear in (st.cache_data.clear, st.cache_resource.clear, decodes.clear, glance.clear):
         clear()
     yield
-    for clear in (st.cache_data.clear, st.cache_resource.clear, decodes.clear):
+    for clear in (st.cache_data.clear, st.cache_resource.clear, decodes.clear, glance.clear):
         clear()
 
 

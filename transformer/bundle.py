@@ -1,4 +1,5 @@
-"""ModelBundle: a model together with everything needed to use and describe it."""
+"""ModelBundle: a model together with everything needed to use and describe it; ModelFacts: what describes it
+without its weights."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: importing this module costs no torch import (the sidebar's cards need none)
+    from transformer.network.config import ModelConfig
     from transformer.network.model import EncoderDecoder
     from transformer.network.tokenizers import Tokenizer
     from transformer.tasks import Task
@@ -35,7 +37,10 @@ class ModelBundle:
 
     @property
     def name(self) -> str:
-        return self.card.get("name") or self.task.name
+        return model_name(self.card, self.task)
+
+    def facts(self) -> ModelFacts:
+        return ModelFacts(self.task, self.config, self.model.num_parameters(), self.card, self.notes)
 
     def examples(self) -> list[str]:
         """Inputs worth trying: the card's own (those the tokenizer can read), else the task's held-out ones."""
@@ -58,3 +63,23 @@ class ModelBundle:
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()
 
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What describes a model without its weights (the sidebar's card, the home page's task and architecture): a
+    bundle's (`ModelBundle.facts`) or a checkpoint header's (`CheckpointInfo.facts`, which needs no torch)."""
+
+    task: Task
+    config: ModelConfig
+    parameters: int
+    card: dict
+    notes: list[str]
+
+    @property
+    def name(self) -> str:
+        return model_name(self.card, self.task)
+
+
+def model_name(card: dict, task: Task) -> str:
+    """A model's name: its card's, else its task's."""
+    return card.get("name") or task.name

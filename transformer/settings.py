@@ -115,6 +115,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "by another", lo=0, hi=525_600),
     Setting("AP_DECODE_CACHE_MB", "float", 256.0, "memory for the server-wide cache of decodes, attention maps "
             "and figures (MB)", lo=0, hi=1e7, lo_open=True),
+    Setting("AP_FIRST_PAGE_CACHE", "path", None, "the folder where the home page's decode of each shipped model's "
+            "default input is kept for the next server start (default: .first_page/ in the app's folder)"),
 )}
 
 

@@ -28,10 +28,14 @@ from transformer.i18n import language, t
 from transformer.analysis import ablation
 from transformer.analysis.attention_maps import AttentionMap, attention_maps
 from transformer.analysis.errors import ErrorAnalysis, analyse_errors
-from transformer.network.decoding import BeamResult, DecodeResult, beam_search, greedy_decode
+from transformer.bundle import ModelBundle
+from transformer.network.decoding import BeamResult, DecodeError, DecodeResult, beam_search, greedy_decode
 from transformer.network.sampling import output_logits
+from transformer.network.tokenizers import TokenizerError
 
 from . import model_registry as registry
+from .state import View
+from .widgets import current_input
 
 TOPK = 5  # next-token candidates recorded at each step
 REFERENCE = (500, 1_000_003)  # held-out pairs (count, seed) whose head outputs mean ablation puts in
@@ -215,3 +219,13 @@ def clear() -> None:
     """Empty the cache (tests: it outlives an AppTest, like Streamlit's own caches)."""
     with _lock:
         _cache.clear()
+
+
+def readable_link_input(view: View, key: str, bundle: ModelBundle) -> None:
+    """An input from a link that model `key` cannot decode gives way to the default input, with a note."""
+    if not view.from_link("input"):
+        return
+    try:
+        greedy(key, registry.version(key), current_input(view, bundle.examples()))
+    except (TokenizerError, DecodeError) as exc:
+        view.refuse("input", t("attention.cannot_decode_link", name=bundle.name, error=exc))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from transformer.bundle import ModelBundle
+from transformer.bundle import ModelBundle, ModelFacts
 from transformer.i18n import Texts, sentences, t
 from transformer.store.headers import CheckpointInfo, list_checkpoints
 from transformer.store.model_store import ModelStore, StoreError, megabytes
@@ -241,6 +241,14 @@ def set_active(key: str | None) -> None:
     if st.session_state.get(ACTIVE) != key:
         state.changed("model", ACTIVE)
     st.session_state[ACTIVE] = key
+
+
+def facts(key: str) -> ModelFacts:
+    """What describes model `key` (its card, task and shape): a shipped file's from its header, with no weights
+    loaded (a fresh server's first page needs no torch: ui/glance.py), any other model's from its bundle."""
+    header = next((i for i in shipped_infos() if i.error is None and i.path == shipped_path(key)), None) \
+        if key.startswith("shipped:") else None
+    return bundle_for(key).facts() if header is None else header.facts()
 
 
 def active_key() -> str | None:

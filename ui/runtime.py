@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import gc
+import os
 import sys
 import threading
 from contextlib import contextmanager
@@ -42,7 +43,12 @@ def serialize_ast_parse() -> None:
 
 def configure_torch() -> None:
     """One intra-op thread: inside Streamlit's threads the default pool was up to 30x slower (docs/ARCHITECTURE.md),
-    and a single thread leaves the other core to the server and a second session."""
+    and a single thread leaves the other core to the server and a second session. Before torch's import (a fresh
+    server's first page may draw without it: ui/glance.py) through OMP_NUM_THREADS, from which torch sizes its pool
+    at its import, whichever page or thread imports it first; the training workers set their own."""
+    if "torch" not in sys.modules:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        return
     import torch  # function-local: see the module's docstring
 
     if torch.get_num_threads() != 1:

@@ -8,6 +8,7 @@ from string import Template
 
 import streamlit as st
 
+from transformer.bundle import ModelFacts
 from transformer.i18n import t
 from transformer.store.cards import held_out_source
 
@@ -92,13 +93,14 @@ $page_script
 """
 
 
-def model_card_lines(bundle) -> list[str]:
-    """Short facts about a model, for the sidebar and the checkpoints page."""
-    cfg, card = bundle.config, bundle.card
+def model_card_lines(facts: ModelFacts) -> list[str]:
+    """Short facts about a model (`ModelBundle.facts()`, or a checkpoint header's), for the sidebar and the
+    checkpoints page."""
+    cfg, card = facts.config, facts.card
     lines = [
-        t("app.card.task", task=bundle.task.title),
+        t("app.card.task", task=facts.task.title),
         t("app.card.shape", enc=cfg.n_enc_layers, dec=cfg.n_dec_layers, heads=cfg.n_heads, d_model=cfg.d_model),
-        t("app.card.parameters", n=bundle.model.num_parameters()),
+        t("app.card.parameters", n=facts.parameters),
     ]
     if card.get("exact_match") is not None:
         lines.append(t("app.card.exact_match", share=card["exact_match"], source=held_out_source()))
@@ -107,12 +109,12 @@ def model_card_lines(bundle) -> list[str]:
     return lines
 
 
-def card_notes(bundle) -> str | None:
+def card_notes(facts: ModelFacts) -> str | None:
     """A short caption (literal markdown) naming the card fields loading dropped as invalid (the notes name a
     field and what it should hold, never the value), or None for a sound card."""
-    if not bundle.notes:
+    if not facts.notes:
         return None
-    text = t("app.list_separator").join(bundle.notes)
+    text = t("app.list_separator").join(facts.notes)
     return ":material/info: " + literal(t("app.sentence", text=f"{text[:1].upper()}{text[1:]}"))
 
 
@@ -168,10 +170,10 @@ def model_section() -> None:
         to_widget=lambda _: registry.active_key(),
         help=t("app.model_help"),
     )
-    bundle = registry.active_bundle()
+    facts = registry.facts(registry.active_key())  # a shipped model's from its header: no weights loaded
     kept = registry.kept_for(registry.active_key())
     if kept is not None:
         st.caption(":material/schedule: " + t("app.kept_for", days=round(kept / 86400)))
-    st.markdown("  \n".join(model_card_lines(bundle)))
-    if (notes := card_notes(bundle)) is not None:
+    st.markdown("  \n".join(model_card_lines(facts)))
+    if (notes := card_notes(facts)) is not None:
         st.caption(notes)

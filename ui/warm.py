@@ -1,14 +1,18 @@
-"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules and
-the default model's error analysis (the "Where it fails" page's first visit, ~1 s). (Not `torch._dynamo`, 2 s of
-CPU and 70 MB, which torch's first optimiser imports: the server builds none, `Trainer` making its optimisers at
-its first step.) Without it each page's first visit did its own (the Train page's:
-1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py measures first
-visits against a server without it.
+"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules (torch
+among them, which a fresh server's first page may not have needed), the home page's decode of the default model kept
+for the next server's first page (ui/glance.py), and the default model's error analysis (the "Where it fails"
+page's first visit, ~1 s). (Not `torch._dynamo`, 2 s of CPU and 70 MB, which torch's first optimiser imports: the
+server builds none, `Trainer` making its optimisers at its first step.) Without it each page's first visit did its
+own (the Train page's: 1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py
+measures first visits against a server without it.
 
 Not before the first page, nor while the browser draws it: on two cores a browser's own start-up keeps both busy,
 so a warm-up beside it took as long as it saved (the home page's first chart came 0.5 s later with torch imported
 ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s later than one begun DELAY seconds
-after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md).
+after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md). Except torch, where the
+first page did without it (ui/glance.py): its import (~1 s) begins as that page's run ends, since a click on any
+other page would wait for it; begun DELAY seconds later, the Code page's first visit, clicked as soon as the home
+page's chart was drawn, took 1.35 s instead of 0.66 s, and the chart came no sooner within the noise.
 
 Page views go first: between its steps (each module, the analysis, the garbage collection at its end) the warm-up
 waits while a page view runs and for DELAY seconds after it, while the browser draws what it sent, up to GIVE_WAY
@@ -33,6 +37,7 @@ import ast
 import atexit
 import importlib
 import logging
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -46,6 +51,7 @@ from ui.catalog import PAGES
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
 DELAY = 1.0  # seconds the browser draws what a page view sent (0.5-1.6 s measured): the warm-up waits them out
+AT_ONCE = ("torch",)  # what is imported first, without waiting (where the first page did without it: a click needs it)
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
@@ -120,9 +126,9 @@ def page_view():
 
 
 def start() -> None:
-    """Start the warm-up in a thread of its own DELAY seconds from now (app.py calls this as a run ends), once per
-    server; not under AppTest (its tests keep their caches; AppTest sets the option on `config`, not on
-    `st.get_option`)."""
+    """Start the warm-up in a thread of its own DELAY seconds from now (at once where torch is not imported yet),
+    once per server (app.py calls this as a run ends); not under AppTest (its tests keep their caches; AppTest sets
+    the option on `config`, not on `st.get_option`)."""
     global _started
     with _turns:
         if _started or config.get_option("global.appTest"):
@@ -131,7 +137,7 @@ def start() -> None:
     # the model cache's spinner looks for a script run, and says so when there is none: expected here
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != THREAD)
-    warmer = threading.Timer(DELAY, _warm_quietly)
+    warmer = threading.Timer(DELAY if "torch" in sys.modules else 0, _warm_quietly)
     warmer.name, warmer.daemon = THREAD, True
     atexit.register(_stop, warmer)
     warmer.start()
@@ -147,9 +153,11 @@ def _stop(warmer: threading.Timer) -> None:
 
 
 def warm_up() -> None:
-    """ALONE between page views, then every page's modules, then the default model's error analysis in the
-    "Where it fails" page's default view, into the caches the pages read."""
+    """AT_ONCE, then ALONE between page views, then every page's modules, the home page's kept decode, and the
+    default model's error analysis in the "Where it fails" page's default view, into the caches the pages read."""
     global _importing
+    for name in AT_ONCE:
+        importlib.import_module(name)
     if not _views_over(alone=True):
         return
     try:
@@ -161,12 +169,23 @@ def warm_up() -> None:
             _turns.notify_all()
     load(page_modules())
     if _views_over():
+        keep_first_page()
+    if _views_over():
         warm_errors()
+
+
+def keep_first_page() -> None:
+    """The home page's decode of the default model, kept for the next server's first page (ui/glance.py), if no
+    page view has kept it yet."""
+    from ui import glance  # function-local: app.py imports this module before it sends the preload
+    from ui import model_registry as registry  # function-local: as above
+
+    glance.default(registry.DEFAULT_MODEL)
 
 
 def warm_errors() -> None:
     """The "Where it fails" page's analysis of the default model, in its default view, into the decode cache."""
-    from ui import decodes  # function-local: these import torch, which the warm-up thread does after the first page
+    from ui import decodes  # function-local: app.py imports this module before it sends the preload
     from ui import model_registry as registry  # function-local: as above
     from ui.tables.errors import ERRORS  # function-local: as above
 

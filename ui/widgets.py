@@ -12,11 +12,8 @@ from streamlit.delta_generator import DeltaGenerator
 from transformer.bundle import ModelBundle
 from transformer.charts.common import display_piece
 from transformer.i18n import t
-from transformer.network.decoding import DecodeError
-from transformer.network.tokenizers import TokenizerError
 from transformer.tasks import TaskError
 
-from . import decodes
 from . import model_registry as registry
 from .state import View
 
@@ -27,29 +24,30 @@ def no_model() -> str:
     return t("app.no_model")
 
 
-def require_model() -> tuple[str, ModelBundle]:
-    """(registry key, bundle) of the active model; says so and stops the page when there is none."""
+def require_key() -> str:
+    """The registry key of the active model; says so and stops the page when there is none."""
     key = registry.active_key()
     if key is None:
         st.warning(no_model(), icon=":material/info:")
         st.stop()
+    return key
+
+
+def require_model() -> tuple[str, ModelBundle]:
+    """(registry key, bundle) of the active model; says so and stops the page when there is none."""
+    key = require_key()
     return key, registry.bundle_for(key)
+
+
+def default_input(examples: list[str]) -> str:
+    """Every page's input until one is chosen: the model's first example."""
+    return examples[0] if examples else ""
 
 
 def current_input(view: View, examples: list[str]) -> str:
     """The shared input text: the one chosen, or the model's first example until one is."""
     text = view.get("input")
-    return (examples[0] if examples else "") if text is None else text
-
-
-def readable_link_input(view: View, key: str, bundle: ModelBundle) -> None:
-    """An input from a link that model `key` cannot decode gives way to the default input, with a note."""
-    if not view.from_link("input"):
-        return
-    try:
-        decodes.greedy(key, registry.version(key), current_input(view, bundle.examples()))
-    except (TokenizerError, DecodeError) as exc:
-        view.refuse("input", t("attention.cannot_decode_link", name=bundle.name, error=exc))
+    return default_input(examples) if text is None else text
 
 
 def input_picker(view: View, bundle: ModelBundle, help_text: str) -> str:

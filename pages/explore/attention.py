@@ -20,7 +20,7 @@ from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
 from ui.widgets import (
-    finish, header, input_picker, readable_link_input, require_model, verdict, warn_if_longer_than_trained,
+    finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained,
 )
 from transformer import charts
 from transformer.analysis.knockout import Head
@@ -371,7 +371,7 @@ def main() -> None:
     notes = intro()
     key, bundle = require_model()
     version = registry.version(key)
-    readable_link_input(view, key, bundle)
+    decodes.readable_link_input(view, key, bundle)
     text = input_picker(view, bundle, help_text=t("attention.input_help"))
     knocked, mode = knockout.picked(view, bundle.model)
     try:

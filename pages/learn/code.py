@@ -22,7 +22,7 @@ from ui.panels.code_sections import SECTIONS, TITLES, Shown
 from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.code import CODE
-from ui.widgets import expected, finish, header, input_picker, readable_link_input, require_model, verdict
+from ui.widgets import expected, finish, header, input_picker, require_model, verdict
 from transformer.i18n import t
 
 SCROLLS = "code_scrolls"  # session key: how often a section was picked here (each pick scrolls to it again)
@@ -112,7 +112,7 @@ def main() -> None:
     notes = intro()
     key, bundle = require_model()
     version = registry.version(key)
-    readable_link_input(view, key, bundle)
+    decodes.readable_link_input(view, key, bundle)
     text = input_picker(view, bundle, help_text=t("code.input_help"))
     try:
         greedy = decodes.greedy(key, version, text)

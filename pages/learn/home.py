@@ -6,19 +6,19 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import decodes, display
+from ui import display, glance
 from ui import model_registry as registry
 from ui.catalog import PAGES
 from ui.code_links import code_link
+from ui.glance import Glance
 from ui.lessons import FORCE
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.home import HOME
-from ui.widgets import current_input, finish, header, require_model, verdict
+from ui.widgets import finish, header, require_key, verdict
 from transformer import charts
-from transformer.network.decoding import DecodeResult
+from transformer.bundle import ModelFacts
 from transformer.charts.export import chart_filename
-from transformer.analysis.heads import focus_head
 from transformer.i18n import t
 
 # card text per page, (what it shows, what to try) as catalog keys (title and icon come from the navigation's
@@ -42,28 +42,29 @@ def intro() -> DeltaGenerator:
     return notes
 
 
-def decoded(view: View, key: str, bundle) -> tuple[str, DecodeResult | None, str]:
-    """(input, its decode, "") or (input, None, the library's message). An input from a link that the model
-    cannot read gives way to the default input, with a note."""
-    text = current_input(view, bundle.examples())
+def decoded(view: View, key: str) -> tuple[str, Glance | None, str]:
+    """(input, its decode, "") or (input, None, the library's message). The default input's decode may come from
+    an earlier server (ui/glance.py: the first page then needs no torch). An input from a link that the model cannot
+    read gives way to the default input, with a note."""
+    text = view.get("input")
     try:
-        return text, decodes.greedy(key, registry.version(key), text), ""
+        seen = glance.default(key) if text is None else glance.of(key, text)
+        return seen.input, seen, ""
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
         if not view.from_link("input"):
-            return text, None, str(exc)
+            return glance.default_input(key) if text is None else text, None, str(exc)
         view.refuse("input", t("home.cannot_decode_link", error=exc))
-        return decoded(view, key, bundle)
+        return decoded(view, key)
 
 
 GLANCE_TEXT_PX = 320  # the input and the output beside the chart
 
 
-def at_a_glance(view: View, key: str, bundle) -> None:
+def at_a_glance(view: View, key: str, facts: ModelFacts) -> None:
     """The input, the model's output against the task's answer, and the cross-attention behind it."""
-    task, cfg = bundle.task, bundle.config
-    text, result, error = decoded(view, key, bundle)
-    focus = None if result is None else focus_head(result.cross.numpy(), task, text)
-    figure = None if focus is None else display.cross_figure(result, *focus)
+    task, cfg = facts.task, facts.config
+    text, result, error = decoded(view, key)
+    figure = None if result is None else display.cross_figure(result, *result.focus)
     chart = GLANCE_TEXT_PX if figure is None else display.label_width(figure)
     left, right = display.fitted_row("home_glance", [GLANCE_TEXT_PX, chart])  # one above the other where narrow
     with left:
@@ -74,13 +75,12 @@ def at_a_glance(view: View, key: str, bundle) -> None:
         if result is None:
             st.error(t("home.cannot_decode", error=literal(str(error))), icon=":material/error:")
             return
-        expected = task.answer(text)
         st.markdown(t("home.output", output=display.output(result.output_text),
-                      verdict=verdict(result.output_text, expected)))
-        if expected is not None and result.output_text != expected:
-            st.markdown(t("home.right_answer", answer=code(expected)))
+                      verdict=verdict(result.output_text, result.answer)))
+        if result.answer is not None and result.output_text != result.answer:
+            st.markdown(t("home.right_answer", answer=code(result.answer)))
     with right:
-        layer, head = focus
+        layer, head = result.focus
         display.cross_heatmap(result, layer, head, filename=chart_filename(task.name, "cross", layer, head),
                               key="fig-home-cross", csv=False, figure=figure)
         which = t("home.focus_head", layer=layer + 1, head=head + 1) if head is not None \
@@ -102,22 +102,23 @@ def cards() -> None:
                              loses_place=code(FORCE.loses_place)))  # the decode card's lesson (ui/lessons.py)
 
 
-def architecture(bundle) -> None:
-    cfg, task = bundle.config, bundle.task
+def architecture(facts: ModelFacts) -> None:
+    cfg, task = facts.config, facts.task
     st.subheader(t("home.layers"))
     st.markdown(t("home.layers_intro"))
     fig = charts.architecture_diagram(cfg.n_enc_layers, cfg.n_dec_layers, cfg.n_heads, cfg.d_model, cfg.d_ff,
-                                      cfg.norm, cfg.positional, title=t("home.model_title", name=bundle.name))
+                                      cfg.norm, cfg.positional, title=t("home.model_title", name=facts.name))
     display.show_figure(fig, f"{task.name}_architecture", key="fig-home-arch", width="content")
 
 
 def main() -> None:
     view = HOME.view()
     notes = intro()
-    key, bundle = require_model()
-    at_a_glance(view, key, bundle)
+    key = require_key()
+    facts = registry.facts(key)  # from the checkpoint's header: the page needs no weights when its decode is kept
+    at_a_glance(view, key, facts)
     cards()
-    architecture(bundle)
+    architecture(facts)
     finish(view, notes)
 
 

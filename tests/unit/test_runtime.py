@@ -13,6 +13,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+from helpers.repo import fresh_python
 
 from ui import runtime
 
@@ -63,6 +64,14 @@ def test_torch_runs_on_one_thread_once_configured():
 
     runtime.configure_torch()
     assert torch.get_num_threads() == 1
+
+
+def test_torch_imported_after_it_was_configured_runs_on_one_thread_in_every_thread():
+    threads = fresh_python("import os, threading\nos.environ.pop('OMP_NUM_THREADS', None)\n"
+                           "from ui import runtime\nruntime.configure_torch()\nimport torch\nseen = []\n"
+                           "worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))\n"
+                           "worker.start(); worker.join()\nprint(torch.get_num_threads(), *seen)")
+    assert threads.split() == ["1", "1"]
 
 
 @pytest.mark.parametrize(("version", "shared"), [((3, 11, 0), True), ((3, 11, 7), True), ((3, 11, 8), False),

@@ -12,7 +12,9 @@ import time
 import pytest
 from helpers.repo import ROOT, needs_reverse
 
-from ui import decodes, warm
+from ui import decodes, glance, warm
+
+KEEP_FIRST_PAGE, AT_ONCE = warm.keep_first_page, warm.AT_ONCE
 
 
 @pytest.fixture
@@ -21,6 +23,8 @@ def fresh(monkeypatch):
     for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_last_view", float("-inf")),
                         ("_importing", False), ("_started", False)):
         monkeypatch.setattr(warm, name, value)
+    monkeypatch.setattr(warm, "AT_ONCE", ())  # torch: imported here already
+    monkeypatch.setattr(warm, "keep_first_page", lambda: None)  # its own test, below
     decodes.clear()
     yield
     decodes.clear()
@@ -35,12 +39,17 @@ def test_the_page_modules_are_read_from_every_page_script():
 
 
 @needs_reverse
-def test_the_warm_up_imports_every_pages_modules_and_analyses_the_default_model(fresh, monkeypatch):
+def test_the_warm_up_imports_every_pages_modules_keeps_the_first_page_and_analyses_the_default_model(
+        fresh, monkeypatch, tmp_path):
     analysed = []
     monkeypatch.setattr(decodes, "analyse_errors", lambda *a: analysed.append(a) or "analysis")
+    monkeypatch.setattr(warm, "keep_first_page", KEEP_FIRST_PAGE)
+    monkeypatch.setenv("AP_FIRST_PAGE_CACHE", str(tmp_path))
+    glance.clear()
     warm.warm_up()
     assert {"pandas", "ui.step_player", "ui.runs_table"} <= set(sys.modules)
     assert len(analysed) == 1
+    assert len(list(tmp_path.glob("*.json"))) == 1  # the next server's first page needs no torch
 
 
 def _record_imports(monkeypatch, events: list, seconds: float) -> None:
@@ -185,6 +194,17 @@ def test_the_warm_up_starts_once_after_its_delay_and_never_under_apptest(fresh, 
     assert started == []  # the browser is still drawing the first page
     time.sleep(0.6)
     assert started == [warm.THREAD]  # once, in the thread the log filter knows
+
+
+def test_where_the_first_page_did_without_torch_the_warm_up_begins_at_once_with_it(fresh, monkeypatch):
+    started = []
+    monkeypatch.setattr(warm, "DELAY", 5.0)
+    monkeypatch.setattr(warm, "warm_up", lambda: started.append(True))
+    monkeypatch.delitem(sys.modules, "torch")  # as after a first page drawn from a kept decode
+    warm.start()
+    time.sleep(0.5)
+    assert started == [True]  # not DELAY seconds later: a click on any other page would wait for torch
+    assert AT_ONCE == ("torch",)  # which it imports first (the fixture leaves it out: imported here already)
 
 
 def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):

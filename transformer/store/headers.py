@@ -32,7 +32,9 @@ from math import prod
 from pathlib import Path
 from typing import BinaryIO
 
+from transformer.bundle import ModelFacts
 from transformer.network.config import ModelConfig
+from transformer.tasks import make_task
 from .cards import clean_card
 
 FORMAT_VERSION = 1
@@ -62,6 +64,11 @@ class CheckpointInfo:
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # card fields dropped as invalid (see cards.clean_card)
 
+    def facts(self) -> ModelFacts:
+        """The model's facts from its header (those of the bundle `load_bundle` would make); TaskError for a task
+        this app cannot make."""
+        return ModelFacts(make_task(self.task, **self.task_params), ModelConfig.from_dict(self.config),
+                          self.parameters, self.card, self.notes)
 
 
 # ---------------------------------------------------------------------------------------------- listing
