@@ -9,10 +9,10 @@ measures first visits against a server without it.
 Not before the first page, nor while the browser draws it: on two cores a browser's own start-up keeps both busy,
 so a warm-up beside it took as long as it saved (the home page's first chart came 0.5 s later with torch imported
 ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s later than one begun DELAY seconds
-after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md). Except torch, where the
-first page did without it (ui/glance.py): its import (~1 s) begins as that page's run ends, since a click on any
-other page would wait for it; begun DELAY seconds later, the Code page's first visit, clicked as soon as the home
-page's chart was drawn, took 1.35 s instead of 0.66 s, and the chart came no sooner within the noise.
+after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md). That holds for torch
+too, where the first page did without it (ui/glance.py): imported as that page's run ended, it put the first chart
+0.25 s later (3.11 s against 2.86 s, median of 6 alternated starts), and a click on another page within a second of
+that chart waits for the import (the Code page's first visit then took 1.3 s instead of 0.64 s).
 
 Page views go first: between its steps (each module, the analysis, the garbage collection at its end) the warm-up
 waits while a page view runs and for DELAY seconds after it, while the browser draws what it sent, up to GIVE_WAY
@@ -37,7 +37,6 @@ import ast
 import atexit
 import importlib
 import logging
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -51,7 +50,6 @@ from ui.catalog import PAGES
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
 DELAY = 1.0  # seconds the browser draws what a page view sent (0.5-1.6 s measured): the warm-up waits them out
-AT_ONCE = ("torch",)  # what is imported first, without waiting (where the first page did without it: a click needs it)
 ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
@@ -126,9 +124,9 @@ def page_view():
 
 
 def start() -> None:
-    """Start the warm-up in a thread of its own DELAY seconds from now (at once where torch is not imported yet),
-    once per server (app.py calls this as a run ends); not under AppTest (its tests keep their caches; AppTest sets
-    the option on `config`, not on `st.get_option`)."""
+    """Start the warm-up in a thread of its own DELAY seconds from now (app.py calls this as a run ends), once per
+    server; not under AppTest (its tests keep their caches; AppTest sets the option on `config`, not on
+    `st.get_option`)."""
     global _started
     with _turns:
         if _started or config.get_option("global.appTest"):
@@ -137,7 +135,7 @@ def start() -> None:
     # the model cache's spinner looks for a script run, and says so when there is none: expected here
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != THREAD)
-    warmer = threading.Timer(DELAY if "torch" in sys.modules else 0, _warm_quietly)
+    warmer = threading.Timer(DELAY, _warm_quietly)
     warmer.name, warmer.daemon = THREAD, True
     atexit.register(_stop, warmer)
     warmer.start()
@@ -153,11 +151,9 @@ def _stop(warmer: threading.Timer) -> None:
 
 
 def warm_up() -> None:
-    """AT_ONCE, then ALONE between page views, then every page's modules, the home page's kept decode, and the
+    """ALONE between page views, then every page's modules, the home page's kept decode, and the
     default model's error analysis in the "Where it fails" page's default view, into the caches the pages read."""
     global _importing
-    for name in AT_ONCE:
-        importlib.import_module(name)
     if not _views_over(alone=True):
         return
     try:

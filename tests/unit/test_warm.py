@@ -14,7 +14,7 @@ from helpers.repo import ROOT, needs_reverse
 
 from ui import decodes, glance, warm
 
-KEEP_FIRST_PAGE, AT_ONCE = warm.keep_first_page, warm.AT_ONCE
+KEEP_FIRST_PAGE = warm.keep_first_page
 
 
 @pytest.fixture
@@ -23,7 +23,6 @@ def fresh(monkeypatch):
     for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_last_view", float("-inf")),
                         ("_importing", False), ("_started", False)):
         monkeypatch.setattr(warm, name, value)
-    monkeypatch.setattr(warm, "AT_ONCE", ())  # torch: imported here already
     monkeypatch.setattr(warm, "keep_first_page", lambda: None)  # its own test, below
     decodes.clear()
     yield
@@ -194,17 +193,6 @@ def test_the_warm_up_starts_once_after_its_delay_and_never_under_apptest(fresh, 
     assert started == []  # the browser is still drawing the first page
     time.sleep(0.6)
     assert started == [warm.THREAD]  # once, in the thread the log filter knows
-
-
-def test_where_the_first_page_did_without_torch_the_warm_up_begins_at_once_with_it(fresh, monkeypatch):
-    started = []
-    monkeypatch.setattr(warm, "DELAY", 5.0)
-    monkeypatch.setattr(warm, "warm_up", lambda: started.append(True))
-    monkeypatch.delitem(sys.modules, "torch")  # as after a first page drawn from a kept decode
-    warm.start()
-    time.sleep(0.5)
-    assert started == [True]  # not DELAY seconds later: a click on any other page would wait for torch
-    assert AT_ONCE == ("torch",)  # which it imports first (the fixture leaves it out: imported here already)
 
 
 def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):
