@@ -16,9 +16,10 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   page then imports torch and decodes, ui/glance.py), started in turn. Both servers but the
                   glance peer find the home page's decode kept by an earlier server, as every start after the
                   first does (a server started and stopped here before the timed ones keeps it).
-  first_visit_ms  then, on that fresh server, each other page opened once through the sidebar: ms to its first
-                  chart drawn (to the end of its script run where it has no chart). Target <= 1,000 ms each. The
-                  peer's too, and the server CPU time of each visit's script run.
+  first_visit_ms  then, on that fresh server, each other page opened once through the sidebar, --pause seconds
+                  after the first chart (0: at once; a learner reads the page first): ms to its first chart drawn
+                  (to the end of its script run where it has no chart). Target <= 1,000 ms each. The peer's too,
+                  and the server CPU time of each visit's script run.
   new_visitor_ms  then --visitors new browser pages (a student arriving at a running server, a new tab), each
                   opening the home page: ms to its first chart. No target; the peer's too (--peer uvloop: the server
                   on the standard library's event loop, Nagle's algorithm on, and uvicorn's pure-Python parser).
@@ -37,7 +38,7 @@ the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's sl
 
     python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--visitors 3]
                                        [--peer warm|preload|gc|uvloop|glance] [--cpu avx2] [--throttle 2.5]
-                                       [--cold-only]
+                                       [--cold-only] [--pause 2]
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def keep_first_page(browser) -> None:
     assert any(Path(KEPT).glob("*.json")), "the home page kept no decode"
 
 
-def cold_start(browser, throttle: float, visitors: int, peer: str | None = None) -> dict:
+def cold_start(browser, throttle: float, visitors: int, peer: str | None = None, pause: float = 0.0) -> dict:
     """Launch a server (without what `peer` names) and, as soon as it answers, open the home page; ms until its
     first chart is drawn. Then each other page's first visit, then `visitors` new visitors."""
     t0, t0_wall, busy = time.perf_counter(), time.time(), busy_seconds()
@@ -188,6 +189,7 @@ def cold_start(browser, throttle: float, visitors: int, peer: str | None = None)
                "first_script_run_ms": round(first["ms"]) if first else None,
                "first_script_run_cpu_ms": round(first["cpu_ms"]) if first else None}
         wait_idle(page)
+        page.wait_for_timeout(pause * 1000)  # a learner reading the home page before the first click
         out["first_visit_ms"], out["first_visit_server_cpu_ms"] = first_visits(page, server)
         page.close()
         out["new_visitor_ms"] = [new_visitor(browser, throttle, server) for _ in range(visitors)]
@@ -292,6 +294,8 @@ def main() -> None:
     parser.add_argument("--visitors", type=int, default=3, help="new visitors after each cold start's first visits")
     parser.add_argument("--peer", choices=tuple(PEERS), default="warm", help="what the peer's server leaves out")
     parser.add_argument("--cold-only", action="store_true", help="cold starts and first visits only")
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds between the first chart and the first visits (a learner reading the page)")
     parser.add_argument("--throttle", type=float, default=1.0, help="slow the browser's pages this many times")
     add_cpu_argument(parser)
     args = parser.parse_args()
@@ -301,6 +305,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     out: dict = {"benchmark": "click_latency", "targets": TARGETS, "cpu": args.cpu, "browser_throttle": args.throttle,
+                 "pause_s": args.pause,
                  "load_avg_before": load_average()}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -309,7 +314,7 @@ def main() -> None:
         starts = {None: [], args.peer: []}
         for _ in range(args.starts):  # in turn, so that other load hits both alike
             for peer in starts:
-                starts[peer].append(cold_start(browser, args.throttle, args.visitors, peer))
+                starts[peer].append(cold_start(browser, args.throttle, args.visitors, peer, args.pause))
         for peer, name in ((None, "cold_start_ms"), (args.peer, f"cold_start_without_{args.peer}_ms")):
             out[name] = {"runs": starts[peer], "median": statistics.median(s["ms"] for s in starts[peer]),
                          "painted_median": statistics.median(s["painted_ms"] for s in starts[peer]),
