@@ -29,7 +29,8 @@ from . import model_registry as registry
 from . import widgets
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = [ROOT / "transformer", Path(__file__)]  # the code a glance depends on: its library and this module
+# the code a glance depends on: the library, this module, the decode's cache and the default input's rule
+CODE = [ROOT / "transformer", Path(__file__), ROOT / "ui" / "decodes.py", ROOT / "ui" / "widgets.py"]
 MAX_BYTES = 4 * 2**20  # a kept glance is ~40 kB (the shipped reverse model); a larger file is not read
 
 _kept: dict[tuple, Glance] = {}  # (model key, version) -> the default input's glance, in this process

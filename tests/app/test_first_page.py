@@ -141,3 +141,23 @@ def test_the_header_says_what_the_loaded_model_says():
         assert header.config == loaded.config and header.card == loaded.card and header.notes == loaded.notes
         assert (header.task.name, header.task.params, header.task.title) == \
             (loaded.task.name, loaded.task.params, loaded.task.title)
+
+
+def test_a_kept_glance_is_valid_for_the_code_that_computed_it_wherever_it_is_installed(tmp_path, monkeypatch):
+    def digest(folder) -> str:
+        monkeypatch.setattr(glance, "CODE", [folder / "transformer", folder / "ui" / "glance.py"])
+        glance.code_digest.cache_clear()
+        return glance.code_digest()
+
+    for place in ("here", "there"):
+        (tmp_path / place / "transformer" / "network").mkdir(parents=True)
+        (tmp_path / place / "ui").mkdir()
+        (tmp_path / place / "transformer" / "network" / "model.py").write_text("WEIGHTS = 1\n")
+        (tmp_path / place / "ui" / "glance.py").write_text("")
+    try:
+        first = digest(tmp_path / "here")
+        assert digest(tmp_path / "there") == first  # the same code elsewhere: the same stamp
+        (tmp_path / "there" / "transformer" / "network" / "model.py").write_text("WEIGHTS = 2\n")
+        assert digest(tmp_path / "there") != first  # a line of the library changed: every kept glance is stale
+    finally:
+        glance.code_digest.cache_clear()
