@@ -4,7 +4,8 @@ the browser asked for it only once that chart arrived, and took ~1.3 s more to d
 
 from __future__ import annotations
 
-from helpers.browser import open_app_page
+import pytest
+from helpers.browser import open_app_page, serving
 
 from ui.preload import CHARTS, LATER, PLOTLY_FILE, chunk
 
@@ -29,11 +30,19 @@ def test_this_streamlit_has_one_chunk_of_each_name_to_preload():
         assert found and found.startswith(f"{name}.") and found.endswith(".js"), (name, found)
 
 
-def test_the_chart_code_is_asked_for_before_the_page_title_arrives(fresh_server, page):
-    """On a fresh server the first run spends about a second importing torch before the home page's title;
+@pytest.fixture
+def first_start(tmp_path, monkeypatch):
+    """A server's first start after installing (nothing kept for its first page: ui/glance.py)."""
+    monkeypatch.setenv("AP_FIRST_PAGE_CACHE", str(tmp_path))
+    with serving() as server:
+        yield server
+
+
+def test_the_chart_code_is_asked_for_before_the_page_title_arrives(first_start, page):
+    """On a server's first start the first run spends about a second importing torch before the home page's title;
     the chart code is asked for before that title shows (without the preload: only after it)."""
     page.add_init_script(f"({WATCH_JS})()")
-    open_app_page(page, fresh_server.url)
+    open_app_page(page, first_start.url)
     page.wait_for_selector(".js-plotly-plot .main-svg")
     title_seen = page.evaluate("window.firstSeen.title")
     assert title_seen is not None
