@@ -1,6 +1,7 @@
 """Process-wide runtime choices: one `ast.parse` at a time where Python needs it, torch's thread count and the garbage
-collector around a server's first page run. No torch at import: app.py imports this before its first page's run
-imports torch. (Nagle's algorithm on the server's sockets is uvloop's to turn off: requirements.txt.)"""
+collector around a server's first page run. No torch at import: app.py imports this before anything imports torch
+(a fresh server's first page may need none: ui/glance.py). (Nagle's algorithm on the server's sockets is uvloop's
+to turn off: requirements.txt.)"""
 
 from __future__ import annotations
 
@@ -57,11 +58,11 @@ def configure_torch() -> None:
 
 @contextmanager
 def first_run():
-    """Around app.py's script run: the server's first one (which imports torch, the UI and its page: ~1 s) runs
-    with the garbage collector paused, whose collections among so many new objects took 0.15-0.4 s of it on a fresh
-    server (docs/MEASUREMENTS.md). Everything alive then is frozen out of its reach (a full collection fell from
-    ~200 ms to under 1 ms), including the garbage that run left: `collect_frozen` frees it later, off the first
-    page's path (the warm-up calls it). Every later run: nothing."""
+    """Around app.py's script run: the server's first one (the UI and its page, and torch where the page needs it:
+    0.3-1.3 s) runs with the garbage collector paused, whose collections among so many new objects took 0.15-0.4 s
+    of it on a fresh server (docs/MEASUREMENTS.md). Everything alive then is frozen out of its reach (a full
+    collection fell from ~200 ms to under 1 ms), including the garbage that run left: `collect_frozen` frees it
+    later, off the first page's path (the warm-up calls it). Every later run: nothing."""
     global _first_run_seen
     with _lock:
         first, _first_run_seen = not _first_run_seen, True
