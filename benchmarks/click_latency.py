@@ -160,10 +160,7 @@ def keep_first_page(browser) -> None:
     """A server that opens the home page once, so every later server finds its decode kept (ui/glance.py)."""
     server = AppServer(env=server_env(None))
     try:
-        page = browser.new_page()
-        page.goto(server.url)
-        page.wait_for_selector(CHART, timeout=60_000)
-        page.close()
+        new_visitor(browser, 1.0, server)
     finally:
         server.stop()
     assert any(Path(KEPT).glob("*.json")), "the home page kept no decode"

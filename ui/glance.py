@@ -135,7 +135,7 @@ def _read(record: Path) -> Glance | None:
 def default(key: str) -> Glance:
     """The glance of model `key`'s default input: kept in this process, else read from the file an earlier server
     wrote, else computed (and then written). ValueError (the library's) when the model cannot decode it."""
-    version = _version(key)
+    version = registry.version(key)
     with _lock:
         hit = _kept.get((key, version))
     if hit is None:
@@ -166,15 +166,9 @@ def _decoded(key: str, version: int, text: str) -> Glance:
     return Glance.of(registry.bundle_for(key).task, text, decodes.greedy(key, version, text))
 
 
-def _version(key: str) -> int:
-    """`registry.version(key)`; a shipped model's read from its file, which needs no session (the warm-up has none)."""
-    return registry.file_version(registry.shipped_path(key)) if key.startswith("shipped:") else registry.version(key)
-
-
 def _write(record: Path, glance: Glance) -> None:
     """Keep `glance` for the next server; a folder that cannot be written (a read-only install) keeps nothing."""
     try:
-        record.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(glance.to_json(code_digest()).encode("utf-8"), record)
     except OSError:
         pass

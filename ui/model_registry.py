@@ -107,7 +107,11 @@ def entries() -> dict[str, ModelEntry]:
 
 def version(key: str) -> int:
     """Changes when a shipped checkpoint file is replaced: every page cache keyed by (key, version) then
-    computes afresh instead of serving results of the old weights (session models get a new key instead)."""
+    computes afresh instead of serving results of the old weights (session models get a new key instead). A shipped
+    model's is read from its file, without the session's list (the warm-up has no session)."""
+    if key.startswith("shipped:"):
+        path = shipped_path(key)
+        return file_version(path) if path.is_file() else 0
     entry = entries().get(key)
     return file_version(entry.path) if entry is not None and entry.path is not None else 0
 
@@ -246,16 +250,14 @@ def set_active(key: str | None) -> None:
 def facts(key: str) -> ModelFacts:
     """What describes model `key` (its card, task and shape): a shipped file's from its header, with no weights
     loaded (a fresh server's first page needs no torch: ui/glance.py), any other model's from its bundle."""
-    header = next((i for i in shipped_infos() if i.error is None and i.path == shipped_path(key)), None) \
-        if key.startswith("shipped:") else None
-    return bundle_for(key).facts() if header is None else header.facts()
+    if key.startswith("shipped:"):
+        path = shipped_path(key)
+        header = next((info for info in shipped_infos() if info.error is None and info.path == path), None)
+        if header is not None:
+            return header.facts()
+    return bundle_for(key).facts()
 
 
 def active_key() -> str | None:
     key = st.session_state.get(ACTIVE)
     return key if key in entries() else default_key()
-
-
-def active_bundle() -> ModelBundle | None:
-    key = active_key()
-    return None if key is None else bundle_for(key)

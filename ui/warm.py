@@ -185,8 +185,7 @@ def warm_errors() -> None:
     from ui import model_registry as registry  # function-local: as above
     from ui.tables.errors import ERRORS  # function-local: as above
 
-    path = registry.shipped_path(registry.DEFAULT_MODEL)
-    decodes.errors(registry.DEFAULT_MODEL, registry.file_version(path), ERRORS.by_name["samples"].default,
+    decodes.errors(registry.DEFAULT_MODEL, registry.version(registry.DEFAULT_MODEL), ERRORS.by_name["samples"].default,
                    ERRORS.by_name["seed"].default)
 
 

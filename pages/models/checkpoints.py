@@ -154,9 +154,9 @@ def file_size(key: str, entry: registry.ModelEntry, bundle: ModelBundle) -> int:
 
 def card_facts(bundle: ModelBundle, size: int) -> None:
     """The model card: task, shape, training, metrics, tokenizer; config and training settings on request."""
-    card, tokenizer = bundle.card, bundle.tokenizer
+    card, tokenizer, facts = bundle.card, bundle.tokenizer, bundle.facts()
     st.markdown(f"_{bundle.task.description}_")
-    lines = model_card_lines(bundle.facts())
+    lines = model_card_lines(facts)
     if card.get("token_accuracy") is not None:
         lines.append(t("checkpoints.card.token_accuracy", share=card["token_accuracy"]))
     if card.get("exact_match") is not None or card.get("token_accuracy") is not None:
@@ -170,7 +170,7 @@ def card_facts(bundle: ModelBundle, size: int) -> None:
     if (created := created_at(card)) is not None:
         lines.append(t("checkpoints.card.created", when=f"{created:%Y-%m-%d %H:%M}"))
     st.markdown("  \n".join(lines))
-    if (notes := card_notes(bundle.facts())) is not None:  # fields of a hostile or broken card, dropped on loading
+    if (notes := card_notes(facts)) is not None:  # fields of a hostile or broken card, dropped on loading
         st.caption(notes)
     config_col, train_col = st.columns(2)
     with config_col.expander(t("checkpoints.card.config")):
