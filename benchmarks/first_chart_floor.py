@@ -5,7 +5,7 @@ Four bare pages, each a heading and one element, against the app's home page, on
 ended by their pid) with the project's .streamlit/config.toml, Chromium on the same cores:
   text       a heading and an inline SVG image (no chart element: Streamlit's frontend alone)
   component  a heading and one plotly heatmap through the app's own chart (ui/step_player.plot: the element every
-             chart of the app uses, plotly.js's cartesian build, asked for first by ui/preload.py; no torch)
+             chart of the app uses, the app's build of plotly.js, asked for first by ui/preload.py; no torch)
   plotly     a heading and one plotly heatmap through Streamlit's own element (st.plotly_chart: the full plotly.js)
   vega       a heading and one Vega-Lite heatmap (st.vega_lite_chart)
   new_visitor_ms  a new browser page (empty cache) opening each warm server, ms until its first chart (the text

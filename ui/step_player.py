@@ -5,7 +5,7 @@ numbers as CSV, the URL).
 
 A player (step buttons, slider, arrow keys, the token strips and the step's sentence) and the charts that follow
 it meet on a channel; `version` names the decode they show. Both are one st.components.v2 component whose
-JavaScript is step_player.js. The charts are drawn with plotly.js's cartesian build, which ui/preload.py has the
+JavaScript is step_player.js. The charts are drawn with the app's build of plotly.js, which ui/preload.py has the
 browser load, in Streamlit's chart look (ui/chart_look.py).
 
 `plot` is that chart with no player: one figure, drawn again in place when it changes. Every chart of the app is
