@@ -13,6 +13,8 @@ import sys
 import threading
 from contextlib import contextmanager
 
+import streamlit.delta_generator
+
 _lock = threading.Lock()
 _first_run_seen = False
 _parse_turn = threading.RLock()  # re-entrant: a collection inside a parse may run a finalizer that parses
@@ -62,13 +64,15 @@ def first_run():
     0.3-1.3 s) runs with the garbage collector paused, whose collections among so many new objects took 0.15-0.4 s
     of it on a fresh server (docs/MEASUREMENTS.md). Everything alive then is frozen out of its reach (a full
     collection fell from ~200 ms to under 1 ms), including the garbage that run left: `collect_frozen` frees it
-    later, off the first page's path (the warm-up calls it). Every later run: nothing."""
+    later, off the first page's path (the warm-up calls it). Streamlit's question of its first element is skipped
+    (`skip_repl_probe`). Every later run: nothing."""
     global _first_run_seen
     with _lock:
         first, _first_run_seen = not _first_run_seen, True
     if not first:
         yield
         return
+    skip_repl_probe()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -77,6 +81,13 @@ def first_run():
         gc.freeze()
         if was_enabled:
             gc.enable()
+
+
+def skip_repl_probe() -> None:
+    """The first element a Streamlit process sends asks whether it runs in Python's interactive prompt, to print a
+    hint: `inspect.stack()` with every frame's source, which looks each file up among all loaded modules (45-120 ms of
+    a fresh server's first run here). Under `streamlit run` it never does: the hint counts as given."""
+    streamlit.delta_generator._use_warning_has_been_displayed = True
 
 
 def collect_frozen() -> None:

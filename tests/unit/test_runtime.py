@@ -128,3 +128,21 @@ def test_two_threads_parse_at_once_without_a_system_error(monkeypatch):
         gc.set_threshold(*threshold)
     assert not errors
     assert len(parses) > 20  # both threads did parse
+
+
+def test_the_first_run_skips_streamlits_question_whether_it_runs_in_a_prompt(fresh, monkeypatch):
+    """Streamlit's first element in a process asks whether it runs in Python's interactive prompt, by walking the
+    stack with every frame's source (45-120 ms of a fresh server's first run); inside the first run it asks nothing."""
+    import streamlit as st
+    import streamlit.delta_generator
+    from streamlit import env_util
+
+    asked = []
+    monkeypatch.setattr(env_util, "is_repl", lambda: asked.append(True) or False)
+    monkeypatch.setattr(streamlit.delta_generator, "_use_warning_has_been_displayed", False)
+    st.markdown("an element outside the first run")
+    assert asked == [True]  # the question this skips is still Streamlit's, asked at a process's first element
+    monkeypatch.setattr(streamlit.delta_generator, "_use_warning_has_been_displayed", False)
+    with runtime.first_run():
+        st.markdown("the first run's element")
+    assert asked == [True]
