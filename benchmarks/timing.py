@@ -17,8 +17,12 @@ import subprocess
 import sys
 import time
 
+# Every benchmark's headless Chromium. Its omnibox popups are pages of their own (chrome://omnibox-popup.top-chrome),
+# loaded for every new window, i.e. every page Playwright opens: 0.8-1.3 s of CPU beside the page being timed, which a
+# learner's browser spent when its window opened.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]  # every benchmark's headless Chromium
+                 "--disable-sync", "--no-first-run",
+                 "--disable-features=PreloadTopChromeWebUI,WebUIOmniboxPopup,WebUIOmniboxAimPopup"]
 CPU_KINDS = {"native": {}, "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 
 
