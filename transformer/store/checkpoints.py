@@ -41,8 +41,8 @@ from transformer.network.model import EncoderDecoder
 from transformer.network.tokenizers import tokenizer_from_dict
 from transformer.tasks import make_task
 from .atomic import write_atomic
-from .headers import (DEFAULT_MAX_BYTES, FORMAT_VERSION, MAX_HEADER_BYTES, CheckpointError, _as_checkpoint_error,
-                      _check_metadata, _decode_metadata, _open_regular, _parse_header, _too_big)
+from .headers import (DEFAULT_MAX_BYTES, FORMAT_VERSION, MAX_HEADER_BYTES, CheckpointError, as_checkpoint_error,
+                      check_metadata, decode_metadata, open_regular, parse_header, too_big)
 
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64"}
 
@@ -83,10 +83,10 @@ def save_bundle(bundle: ModelBundle, path: str | os.PathLike) -> Path:
 
 def load_bundle(source: Source, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ModelBundle:
     """Load an untrusted `.safetensors` checkpoint (a path, bytes or a binary file object)."""
-    with _as_checkpoint_error():
+    with as_checkpoint_error():
         data = _read_capped(source, max_bytes)
-        tensors, metadata = _parse_header(io.BytesIO(data), len(data))
-        meta = _decode_metadata(metadata)
+        tensors, metadata = parse_header(io.BytesIO(data), len(data))
+        meta = decode_metadata(metadata)
         model = _build_model(meta, tensors)
         _load_weights(model, safetensors.torch.load(data))
         return _assemble(model, meta)
@@ -99,11 +99,11 @@ def load_state_dict_file(
 
     Either the file is a dict holding "state_dict" and the metadata keys, or it is a bare state dict and
     `metadata` supplies "config", "tokenizer", "task" (and optionally "format_version", "card")."""
-    with _as_checkpoint_error():
+    with as_checkpoint_error():
         data = _read_capped(source, max_bytes)
         _check_pt_archive(data, max_bytes)
         if metadata is not None:  # a bare state dict: its config is known before torch.load
-            load_estimate(ModelConfig.from_dict(_check_metadata(
+            load_estimate(ModelConfig.from_dict(check_metadata(
                 {"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))["config"])).check()
         try:
             obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -121,7 +121,7 @@ def load_state_dict_file(
             raise CheckpointError("this .pt file is a bare state dict: give its config, tokenizer and task too")
         else:
             state = obj
-        meta = _check_metadata({"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))
+        meta = check_metadata({"format_version": FORMAT_VERSION, "card": {}} | dict(metadata))
         if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
             raise CheckpointError("the state dict must map parameter names to tensors")
         model = _build_model(meta, _signature(state))
@@ -139,10 +139,10 @@ def _read_capped(source: Source, max_bytes: int) -> bytes:
     elif hasattr(source, "read"):
         data = source.read(max_bytes + 1)
     else:
-        with _open_regular(source, max_bytes) as (f, _):
+        with open_regular(source, max_bytes) as (f, _):
             data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise CheckpointError(_too_big(len(data), max_bytes))
+        raise CheckpointError(too_big(len(data), max_bytes))
     return data
 
 

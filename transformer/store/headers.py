@@ -14,7 +14,7 @@ File layout (format version 1). A standard safetensors file whose tensors are th
 
 Every file is treated as untrusted. Only regular files are opened (a FIFO, a device or a symlink to one is
 refused from `os.stat`, never opened), the size is capped before reading, and the header is parsed and bounded
-here (`_parse_header`, MAX_HEADER_BYTES) before the safetensors library sees it; the metadata's keys and kinds
+here (`parse_header`, MAX_HEADER_BYTES) before the safetensors library sees it; the metadata's keys and kinds
 are checked and the card is validated field by field (`cards.clean_card`): a wrong field is dropped with a note
 in `CheckpointInfo.notes` / `ModelBundle.notes`. Any failure raises one `CheckpointError` with a readable
 message; `read_info` returns it in `CheckpointInfo.error` instead.
@@ -80,10 +80,10 @@ def read_info(path: str | os.PathLike, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     path = Path(path)
     info = CheckpointInfo(path=path, size=0)
     try:
-        with _as_checkpoint_error():
-            with _open_regular(path, max_bytes) as (f, info.size):
-                tensors, metadata = _parse_header(f, info.size)
-            meta = _decode_metadata(metadata)
+        with as_checkpoint_error():
+            with open_regular(path, max_bytes) as (f, info.size):
+                tensors, metadata = parse_header(f, info.size)
+            meta = decode_metadata(metadata)
             config = ModelConfig.from_dict(meta["config"])
             card = meta["card"]
             info.name = str(card.get("name") or path.stem)
@@ -111,7 +111,7 @@ def list_checkpoints(folder: str | os.PathLike) -> list[CheckpointInfo]:
 
 
 @contextmanager
-def _as_checkpoint_error():
+def as_checkpoint_error():
     """Let CheckpointError through; turn anything else that goes wrong into one CheckpointError."""
     try:
         yield
@@ -128,12 +128,12 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _too_big(size: int, max_bytes: int) -> str:
+def too_big(size: int, max_bytes: int) -> str:
     return f"the file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.1f} MB"
 
 
 @contextmanager
-def _open_regular(source: str | os.PathLike, max_bytes: int):
+def open_regular(source: str | os.PathLike, max_bytes: int):
     """(binary file, size) of a regular file of at most `max_bytes`. Decided from os.stat before opening
     (a FIFO, a device or a symlink to one is never opened), and checked again on the open descriptor."""
     name = os.fspath(source)
@@ -146,18 +146,18 @@ def _open_regular(source: str | os.PathLike, max_bytes: int):
     if not stat.S_ISREG(info.st_mode):
         raise CheckpointError(f"{name} is not a regular file (a FIFO, device or socket); refused without reading it")
     if info.st_size > max_bytes:
-        raise CheckpointError(_too_big(info.st_size, max_bytes))
+        raise CheckpointError(too_big(info.st_size, max_bytes))
     fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, even if a FIFO was swapped in meanwhile
     with os.fdopen(fd, "rb") as f:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode):
             raise CheckpointError(f"{name} is not a regular file; refused without reading it")
         if opened.st_size > max_bytes:
-            raise CheckpointError(_too_big(opened.st_size, max_bytes))
+            raise CheckpointError(too_big(opened.st_size, max_bytes))
         yield f, opened.st_size
 
 
-def _parse_header(stream: BinaryIO, file_size: int) -> tuple[dict, dict]:
+def parse_header(stream: BinaryIO, file_size: int) -> tuple[dict, dict]:
     """Check the safetensors framing of a file of `file_size` bytes, reading only its header from
     `stream`. Returns ({tensor name: (shape, dtype)}, raw string metadata)."""
     prefix = stream.read(8)
@@ -205,7 +205,7 @@ def _tensor_entry(name: str, entry, data_size: int) -> tuple[list[int], str]:
     return entry["shape"], entry["dtype"]
 
 
-def _decode_metadata(metadata: dict[str, str]) -> dict:
+def decode_metadata(metadata: dict[str, str]) -> dict:
     """JSON-decode each metadata value, then validate the whole."""
     decoded = {}
     for key, text in metadata.items():
@@ -213,10 +213,10 @@ def _decode_metadata(metadata: dict[str, str]) -> dict:
             decoded[key] = json.loads(text)
         except (ValueError, RecursionError):
             raise CheckpointError(f"metadata {key!r} is not valid JSON") from None
-    return _check_metadata(decoded)
+    return check_metadata(decoded)
 
 
-def _check_metadata(meta: dict) -> dict:
+def check_metadata(meta: dict) -> dict:
     """Exactly the known keys, a supported format version, and objects of the right kinds."""
     missing = [k for k in METADATA_KEYS if k not in meta]
     unknown = sorted(k for k in meta if k not in METADATA_KEYS)
