@@ -4,17 +4,11 @@ catches what differs per task, such as sentencepiece pieces in `numbers` or the 
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from helpers import plotly_specs
 from helpers.repo import ROOT
 
-from ui.preload import PLOTLY_DIR, PLOTLY_FILE
-
-# The trace types the app's plotly.js build registers (assets/plotly-build/index.js): a chart of any other kind would
-# stay blank
-TRACES = frozenset(re.findall(r'moduleType:"trace",name:"(\w+)"', (PLOTLY_DIR / PLOTLY_FILE).read_text("utf-8")))
+TRACES = plotly_specs.build_traces()
 # page -> what its default state must show: charts, or the checkpoints page's table of models
 PAGES = {"pages/learn/home.py": "bidi_component", "pages/learn/code.py": "bidi_component",
          "pages/explore/decode.py": "bidi_component",

@@ -1,5 +1,6 @@
 """Reading plotly charts back out of an AppTest run: every chart is an st.components.v2 element of
-ui/step_player.py holding its figures as JSON, one (`plot`: a chart alone) or one per step (a step player's chart)."""
+ui/step_player.py holding its figures as JSON, one (`plot`: a chart alone) or one per step (a step player's
+chart); and the trace types the app's plotly.js build can draw."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ import json
 import re
 
 import numpy as np
+
+from ui.preload import PLOTLY_DIR, PLOTLY_FILE
+
+
+def build_traces() -> frozenset[str]:
+    """The trace types the app's plotly.js build registers (assets/plotly-build/index.js): a chart of any other type
+    would stay blank."""
+    code = (PLOTLY_DIR / PLOTLY_FILE).read_text(encoding="utf-8")
+    return frozenset(re.findall(r'moduleType:"trace",name:"(\w+)"', code))
 
 
 def array(value) -> np.ndarray:
