@@ -29,7 +29,7 @@ def navigation() -> dict[str, list]:
 
 def main() -> None:
     preload_charts()  # first: the browser fetches the chart code while this run goes on
-    st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")  # ~0.1 s: numpy
+    st.set_page_config(page_title="Attention Playground", page_icon=str(FAVICON), layout="wide")  # favicon: numpy, PIL
 
     runtime.configure_torch()  # before torch's import, which the first page may not need (ui/glance.py)
     from ui import language  # after set_page_config
