@@ -9,12 +9,12 @@ from helpers.browser import open_app_page, serving
 
 from ui.preload import CHARTS, LATER, PLOTLY_FILE, chunk
 
-# In-page: when each element of interest first appeared, on the page's own clock (performance.now()).
+# In-page: when the home page's "At a glance" subheader (its first h3, written once the first run has its decode,
+# for which it imports torch) first appeared, on the page's own clock (performance.now()).
 WATCH_JS = """() => {
-  window.firstSeen = {};
+  window.glanceSeen = null;
   new MutationObserver(() => {
-    if (!window.firstSeen.title && document.querySelector('[data-testid=stMain] h1'))
-      window.firstSeen.title = performance.now();
+    if (!window.glanceSeen && document.querySelector('[data-testid=stMain] h3')) window.glanceSeen = performance.now();
   }).observe(document, {childList: true, subtree: true});
 }"""
 CHUNK_START_JS = """(chunk) => {
@@ -38,18 +38,20 @@ def first_start(tmp_path, monkeypatch):
         yield server
 
 
-def test_the_chart_code_is_asked_for_before_the_page_title_arrives(first_start, page):
-    """On a server's first start the first run spends about a second importing torch before the home page's title;
-    the chart code is asked for before that title shows (without the preload: only after it)."""
+def test_the_chart_code_is_asked_for_before_the_first_run_has_its_decode(first_start, page):
+    """On a server's first start the first run spends about a second importing torch for the home page's decode,
+    between its title and its "At a glance" subheader; the chart code is asked for before that subheader shows
+    (without the preload: only after it, when the chart arrives). The title is no landmark: it follows the preload
+    by a few milliseconds of the run, and which of the two elements' chunks the browser has first is a race."""
     page.add_init_script(f"({WATCH_JS})()")
     open_app_page(page, first_start.url)
     page.wait_for_selector(".js-plotly-plot .main-svg")
-    title_seen = page.evaluate("window.firstSeen.title")
-    assert title_seen is not None
+    glance_seen = page.evaluate("window.glanceSeen")
+    assert glance_seen is not None
     for code in (PLOTLY_FILE, chunk(CHARTS)):
         asked = page.evaluate(CHUNK_START_JS, code)
         assert asked is not None, f"the page never asked for {code}"
-        assert asked < title_seen, f"{code} asked for at {asked:.0f} ms, title shown at {title_seen:.0f} ms"
+        assert asked < glance_seen, f"{code} asked for at {asked:.0f} ms, the decode shown at {glance_seen:.0f} ms"
     assert page.evaluate(CHUNK_START_JS, chunk("PlotlyChart")) is None  # Streamlit's full plotly.js: never fetched
 
 
