@@ -19,10 +19,9 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from timing import CHROMIUM_ARGS
+from timing import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 CHART = ".js-plotly-plot .main-svg"  # a plotly chart drawn (its first SVG layer is in the page)
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).

@@ -17,9 +17,11 @@ import subprocess
 import sys
 import time
 
-# Every benchmark's headless Chromium. Its omnibox popups are pages of their own (chrome://omnibox-popup.top-chrome),
-# loaded for every new window, i.e. every page Playwright opens: 0.8-1.3 s of CPU beside the page being timed, which a
-# learner's browser spent when its window opened.
+# Every benchmark's and browser test's headless Chromium: Debian's package (never Playwright's download), without
+# its omnibox popups, pages of their own (chrome://omnibox-popup.top-chrome) loaded for every new window, i.e. every
+# page Playwright opens: 0.8-1.3 s of CPU beside the page being timed, which a learner's browser spent when its
+# window opened.
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run",
                  "--disable-features=PreloadTopChromeWebUI,WebUIOmniboxPopup,WebUIOmniboxAimPopup"]

@@ -18,7 +18,8 @@ from streamlit import config  # noqa: E402
 config.get_option("client.showErrorDetails")  # reads .streamlit/config.toml first, which the next line overrides
 config.set_option("client.showErrorDetails", "full")  # AppTest sees a page's unexpected error (ui/failure.py)
 
-from helpers.browser import CHROMIUM, CHROMIUM_ARGS, count_runs, offline, require_chromium, serving  # noqa: E402  (after the store is set)
+from benchmarks.timing import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the benchmarks' browser, started alike)
+from helpers.browser import count_runs, offline, require_chromium, serving  # noqa: E402  (after the store is set)
 from helpers.repo import REVERSE, ROOT  # noqa: E402
 
 SUITES = ("unit", "app", "browser")  # the folders, and the markers pyproject.toml declares: `-m "not browser"` skips

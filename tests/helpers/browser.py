@@ -15,16 +15,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from benchmarks.timing import CHROMIUM  # the benchmarks' browser (and its flags: tests/conftest.py)
+
 from .repo import ARTIFACTS, ROOT
-
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-
-
-# Without the omnibox popups' own pages, which headless Chromium loads for every page it opens (~1 s of CPU each)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-features=PreloadTopChromeWebUI,WebUIOmniboxPopup,WebUIOmniboxAimPopup"]
-
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
