@@ -21,7 +21,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+sys.path.insert(0, str(ROOT))
+from benchmarks.timing import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the benchmarks' and tests' browser)
+
 DRAWN = "[data-testid=stApp][data-test-script-state=notRunning] .js-plotly-plot"
 
 
@@ -52,7 +54,7 @@ def main() -> None:
                 sys.exit("the server did not answer its health check within 120 s")
             time.sleep(0.5)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(f"http://127.0.0.1:{port}/", timeout=60_000)
             page.wait_for_selector(DRAWN, timeout=90_000)
