@@ -3,9 +3,9 @@ in presenter mode on a 1024x768 one, where the sidebar folds itself away (issues
 1024x768 and a 1440x900 one (issue 26: its words take other widths): nothing is cut sideways or skipped. On each
 page, no chart text (titles, tick labels, annotations such as the architecture picture's "×2 encoder layers")
 reaches past its chart's drawn area or its column, no heatmap leaves a token unlabelled (plotly drops tick labels
-it has no room for), no formula scrolls sideways, and no table hides columns behind a horizontal scroll; and (the
-`page` fixture) no page asks any host but the app's server. A screenshot of each page is kept in test-artifacts/
-to look at."""
+it has no room for), no formula scrolls sideways, no metric's or widget's label is cut short, and no table hides
+columns behind a horizontal scroll; and (the `page` fixture) no page asks any host but the app's server. A
+screenshot of each page is kept in test-artifacts/ to look at."""
 
 from __future__ import annotations
 
@@ -18,10 +18,13 @@ pytestmark = pytest.mark.browser
 
 SETTLE_MS = 10_000  # a busy machine's redraws may lag; whatever is still cut after this is reported
 
-PAGES = {"": True, "code": True, "decode": True, "attention": True, "errors": True, "compare": True, "masks": True,
-         "positions": True, "checkpoints": False, "train": True}  # path: whether it draws charts (no run yet)
+# name: (path and query, whether it draws charts with no run yet): every page, and the RoPE model's own section
+VIEWS = {"home": ("", True), "code": ("code", True), "decode": ("decode", True), "attention": ("attention", True),
+         "errors": ("errors", True), "compare": ("compare", True), "masks": ("masks", True),
+         "positions": ("positions", True), "positions-rope": ("positions?model=positions:rope", True),
+         "checkpoints": ("checkpoints", False), "train": ("train", True)}
 # What a reader would find cut, one line each: chart text outside the part of its chart that is shown (the svg
-# within the chart's element), a formula wider than its box, a table that scrolls sideways.
+# within the chart's element), a formula wider than its box, a label cut short, a table that scrolls sideways.
 CUT_JS = """() => {
   const cut = [];
   for (const gd of document.querySelectorAll('.js-plotly-plot')) {
@@ -48,6 +51,12 @@ CUT_JS = """() => {
   }
   for (const k of document.querySelectorAll('.katex-display'))  // a KaTeX matrix overhangs its box by 2 px
     if (k.scrollWidth > k.clientWidth + 4) cut.push(`formula "${k.textContent.slice(0, 40)}…" scrolls sideways`);
+  for (const label of document.querySelectorAll('[data-testid=stMetricLabel], [data-testid=stWidgetLabel]'))
+    for (const e of [label, ...label.querySelectorAll('*')])  // Streamlit ends a label too long for one line in "…"
+      if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).textOverflow === 'ellipsis') {
+        cut.push(`label "${label.textContent}" cut short`);
+        break;
+      }
   for (const s of document.querySelectorAll('[data-testid=stDataFrame] .dvn-scroller'))
     if (s.scrollWidth > s.clientWidth + 1)
       cut.push(`a table scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
@@ -75,8 +84,8 @@ def test_nothing_is_cut_sideways(module_server, page, width, height, query, side
 
     page.set_viewport_size({"width": width, "height": height})
     found = {}
-    for path, charts in PAGES.items():
-        open_app_page(page, f"{module_server.url}/{path}{query}")
+    for name, (path, charts) in VIEWS.items():
+        open_app_page(page, f"{module_server.url}/{path}{query.replace('?', '&') if '?' in path else query}")
         if not sidebar:
             wait_folded(page)  # by itself: nobody clicked its button
         assert sidebar_open(page) == sidebar, path
@@ -87,9 +96,9 @@ def test_nothing_is_cut_sideways(module_server, page, width, height, query, side
         with contextlib.suppress(PlaywrightTimeout):  # and a chart drawn before the layout settled is redrawn
             page.wait_for_function(f"() => !({CUT_JS})().length", timeout=SETTLE_MS)
         if cut := page.evaluate(CUT_JS):
-            found[path or "home"] = cut
+            found[name] = cut
         kind = "".join(f"-{name}" for name, on in (("presenter", "presenter" in query), ("zh", "lang" in query),
                                                    ("folded", not sidebar)) if on)
         where = f"{width}{kind}"
-        screenshot(page, f"narrow-{where}-{path or 'home'}")
+        screenshot(page, f"narrow-{where}-{name}")
     assert not found, "\n".join(f"{where}: {what}" for where, cut in found.items() for what in cut)
