@@ -20,8 +20,10 @@ How it works
   pickler and sent as bytes, so no tensor travels through shared memory that a killed child takes along.
 - Weights travel as a CPU state_dict (torch.save bytes, read back with weights_only=True) after a pause, a
   stop or the end, on request (bundle() while running: one round trip, taken between steps), and every
-  WEIGHTS_EVERY seconds while running. So bundle() of a job that is not stepping needs no round trip, and
-  a killed worker leaves weights at most WEIGHTS_EVERY seconds old (the card's "steps" says which step).
+  WEIGHTS_EVERY seconds while running, each in the progress message taken after the copy: the parent never
+  holds weights ahead of the progress it shows, even from a worker killed between the two. So bundle() of a
+  job that is not stepping needs no round trip, and a killed worker leaves weights at most WEIGHTS_EVERY
+  seconds old (the card's "steps" says which step).
 - pause() and stop() send the command and wait for the child's answer, which it sends only after its
   TrainingJob's own pause() / stop() returned (between steps); the progress that answers is what
   snapshot() shows from then on, so a page never shows a step the run then moves past. Commands carry a
@@ -554,7 +556,9 @@ class ProcessJob(Job):
     def _apply(self, message: tuple) -> None:
         kind = message[0]
         if kind == "progress":
-            _, seq, p, final = message
+            _, seq, p, final, weights = message
+            if weights is not None:
+                self._weights = weights
             self._progress = (p["step"], p["elapsed"], p["loss"], p["steps_per_s"])
             self._history[p["history_from"]:] = p["history"]
             self._probes[p["probes_from"]:] = p["probes"]
@@ -562,8 +566,6 @@ class ProcessJob(Job):
             if final or current:
                 self._status, self._reason, self._error = p["state"], p["reason"], p["error"]
             self._acked = max(self._acked, seq)
-        elif kind == "weights":
-            self._weights = message[1:]
         elif kind == "parked" and not self._stopping:  # the worker sent the run's state and ends (the reader
             self._parked, self._acked = message[2], max(self._acked, message[1])  # thread reaps it); stopping:
             self._proc, self._conn, self._ready = None, None, False  # it just ends, as stop() expects
@@ -699,28 +701,28 @@ class _Relay:
             job.step(message[2])
         elif kind == "stop":
             job.stop(timeout=CHILD_SETTLE)
-        elif kind == "bundle":
-            self.send_weights()
         elif kind == "park" and job.snapshot().state == "paused":
             self.publish(force=True)  # the weights and progress it stays at, then its whole state
             self.send(("parked", message[1], _dumps_state(job.saved())))
             job.stop(timeout=CHILD_SETTLE)
             return "parked"
         self.seq = message[1]
-        self.publish(force=True)
+        self.publish(force=True, weights=kind == "bundle")
         return None
 
-    def publish(self, force: bool = False, final: bool = False) -> None:
+    def publish(self, force: bool = False, final: bool = False, weights: bool = False) -> None:
+        """Send the progress if it changed (or `force`, `final`), with a copy of the weights if asked (`weights`),
+        due (every WEIGHTS_EVERY seconds while running) or not sent yet for the step the job stays at."""
         snap = self.job.snapshot()
         stepping = snap.state == "running"
-        if self.weights_step != snap.step and (not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY):
-            self.send_weights()  # when not stepping (paused, stopped, finished, failed): the weights it stays at
-            # the copy waits for the step under way, and a running job may take more meanwhile: the progress sent
-            # with it is read after it, so the parent's progress is never behind the weights it holds
-            snap = self.job.snapshot()
+        copy = None
+        if weights or self.weights_step != snap.step and (
+                not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY):
+            copy = self.copy_weights()
+            snap = self.job.snapshot()  # the copy waits for the step under way; a running job may take more since
         probe_steps = [step for step, _ in snap.probes]
         key = (snap.step, snap.state, len(snap.history), probe_steps[-1:], len(probe_steps), snap.error)
-        if key == self.last_key and not (force or final):
+        if copy is None and key == self.last_key and not (force or final):
             return
         self.last_key = key
         if probe_steps[: len(self.probe_steps_sent)] == self.probe_steps_sent:
@@ -733,18 +735,20 @@ class _Relay:
             "history_from": self.history_sent, "history": snap.history[self.history_sent:],
             "probes_from": probes_from, "probes": snap.probes[probes_from:],
         }
-        self.send(("progress", self.seq, progress, final))
+        self.send(("progress", self.seq, progress, final, copy))
         self.history_sent, self.probe_steps_sent = len(snap.history), probe_steps
 
-    def send_weights(self) -> None:
+    def copy_weights(self) -> tuple[dict, bytes] | None:
+        """(card, state_dict bytes) of the model, taken between steps on the CPU; None when no copy could be made
+        (e.g. out of memory: the parent keeps older weights)."""
         try:
-            bundle = self.job.bundle()  # taken between steps, on the CPU
+            bundle = self.job.bundle()
             weights = _state_bytes(bundle.model)
-        except Exception:  # noqa: BLE001 - e.g. out of memory for the copy: the parent keeps older weights
+        except Exception:  # noqa: BLE001 - see above
             self.weights_step, self.weights_time = self.job.snapshot().step, time.monotonic()
-            return
-        self.send(("weights", bundle.card, weights))
+            return None
         self.weights_step, self.weights_time = bundle.card["steps"], time.monotonic()
+        return bundle.card, weights
 
     def send(self, message) -> None:
         self.conn.send_bytes(_dumps(message))
