@@ -88,7 +88,7 @@ def test_nothing_is_cut_sideways(module_server, page, width, height, query, side
         open_app_page(page, f"{module_server.url}/{path}{query.replace('?', '&') if '?' in path else query}")
         if not sidebar:
             wait_folded(page)  # by itself: nobody clicked its button
-        assert sidebar_open(page) == sidebar, path
+        assert sidebar_open(page) == sidebar, name
         if charts:
             page.wait_for_selector(".js-plotly-plot .main-svg", state="attached", timeout=60_000)
         wait_for_app(page)
@@ -97,7 +97,7 @@ def test_nothing_is_cut_sideways(module_server, page, width, height, query, side
             page.wait_for_function(f"() => !({CUT_JS})().length", timeout=SETTLE_MS)
         if cut := page.evaluate(CUT_JS):
             found[name] = cut
-        kind = "".join(f"-{name}" for name, on in (("presenter", "presenter" in query), ("zh", "lang" in query),
+        kind = "".join(f"-{part}" for part, on in (("presenter", "presenter" in query), ("zh", "lang" in query),
                                                    ("folded", not sidebar)) if on)
         where = f"{width}{kind}"
         screenshot(page, f"narrow-{where}-{name}")

@@ -716,8 +716,8 @@ class _Relay:
         snap = self.job.snapshot()
         stepping = snap.state == "running"
         copy = None
-        if weights or self.weights_step != snap.step and (
-                not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY):
+        due = self.weights_step != snap.step and (not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY)
+        if weights or due:
             copy = self.copy_weights()
             snap = self.job.snapshot()  # the copy waits for the step under way; a running job may take more since
         probe_steps = [step for step, _ in snap.probes]
