@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -147,12 +148,14 @@ class AppServer:
         return self.log.read_text(errors="replace").count("Traceback")
 
     def stop(self) -> dict:
-        """Stop the server (SIGTERM, then SIGKILL after 15 s) and say whether its workers ended with it."""
+        """Stop the server (SIGTERM, then SIGKILL after 15 s), say whether its workers ended with it, and remove
+        its model store (its log stays)."""
         workers = self.children()
         end_process(self.proc)
         deadline = time.monotonic() + 15
         while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.2)
+        shutil.rmtree(self.store, ignore_errors=True)
         return {"workers_at_stop": len(workers), "workers_left_after_stop": sum(alive(pid) for pid in workers)}
 
 
