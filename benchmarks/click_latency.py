@@ -21,8 +21,9 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   (to the end of its script run where it has no chart). Target <= 1,000 ms each. The peer's too,
                   and the server CPU time of each visit's script run.
   new_visitor_ms  then --visitors new browser pages (a student arriving at a running server, a new tab), each
-                  opening the home page: ms to its first chart. No target; the peer's too (--peer uvloop: the server
-                  on the standard library's event loop, Nagle's algorithm on, and uvicorn's pure-Python parser).
+                  opening the home page: ms to its first chart, as Playwright sees it and (new_visitor_painted_ms)
+                  to the frame that painted it. No target; the peer's too (--peer uvloop: the server on the standard
+                  library's event loop, Nagle's algorithm on, and uvicorn's pure-Python parser).
   page_switch_ms  from a click on a sidebar link to the first chart drawn on the page it opens, round the
                   pages that hold charts (all heads, masks, positions, home, decode), warm caches after the
                   first round. Target <= 400 ms median.
@@ -60,7 +61,7 @@ use_cpu_kind()
 
 from serving import (  # noqa: E402
     CHART, CHROMIUM, CHROMIUM_ARGS, PLAYER_STEP_JS, AppServer, busy_seconds, chromium_missing, click_next, load_average,
-    percentiles, wait_idle,
+    painted_at, percentiles, wait_idle, watch_paint,
 )
 
 from ui.catalog import PAGES  # noqa: E402  (no torch)
@@ -123,20 +124,6 @@ VISIT_JS = """async (name) => {
 }"""
 
 
-# Before the page's own scripts: the wall-clock time (ms since the epoch) of the first frame after the first chart
-# appears, painted; Playwright hears of the chart 0.05-0.25 s later (the page's main thread is still busy).
-PAINTED_JS = """(() => {
-  const watch = new MutationObserver(() => {
-    if (!document.querySelector('%s')) return;
-    watch.disconnect();
-    requestAnimationFrame(() => setTimeout(() => {
-      window.__apFirstChartPainted = performance.timeOrigin + performance.now();
-    }));
-  });
-  watch.observe(document, {childList: true, subtree: true});
-})();""" % CHART
-
-
 def open_page(browser, throttle: float):
     """A new page at 1440x900; `throttle` > 1 slows its renderer that many times (DevTools' CPU throttling: a
     stand-in for a slower laptop's browser, where the server's side is --cpu's)."""
@@ -174,11 +161,11 @@ def cold_start(browser, throttle: float, visitors: int, peer: str | None = None,
     try:
         healthy = time.perf_counter()
         page = open_page(browser, throttle)
-        page.add_init_script(PAINTED_JS)
+        watch_paint(page)
         page.goto(server.url)
         page.wait_for_selector(CHART, timeout=60_000)
         drawn, busy = time.perf_counter(), busy_seconds() - busy
-        painted = page.wait_for_function("window.__apFirstChartPainted").json_value()
+        painted = painted_at(page)
         first = server.script_runs()[0] if server.script_runs() else {}
         out = {"ms": round((drawn - t0) * 1000), "painted_ms": round(painted - t0_wall * 1000),
                "server_up_ms": round((healthy - t0) * 1000), "frontend_loaded_ms": frontend_loaded(page),
@@ -216,16 +203,19 @@ def first_visits(page, server: AppServer) -> tuple[dict, dict]:
     return visits, cpu
 
 
-def new_visitor(browser, throttle: float, server: AppServer) -> float:
-    """A new browser page (new connections) opening the home page of a running server: ms to its first chart."""
+def new_visitor(browser, throttle: float, server: AppServer) -> dict:
+    """A new browser page (new connections) opening the home page of a running server: ms to its first chart as
+    Playwright sees it, and to the frame that painted it (`painted_ms`)."""
     page = open_page(browser, throttle)
-    start = time.perf_counter()
+    watch_paint(page)
+    start, start_wall = time.perf_counter(), time.time()
     page.goto(server.url)
     page.wait_for_selector(CHART, timeout=60_000)
-    ms = (time.perf_counter() - start) * 1000
+    seen = {"ms": round((time.perf_counter() - start) * 1000),
+            "painted_ms": round(painted_at(page) - start_wall * 1000)}
     wait_idle(page)
     page.close()
-    return round(ms)
+    return seen
 
 
 def page_switches(page, rounds: int) -> dict:
@@ -323,7 +313,9 @@ def main() -> None:
                 out[name + suffix] = {path: percentiles([v[path] for v in visits if v[path] is not None])
                                       for path in visits[0]}
         for peer, suffix in ((None, ""), (args.peer, f"_without_{args.peer}")):
-            out["new_visitor_ms" + suffix] = percentiles([ms for s in starts[peer] for ms in s["new_visitor_ms"]])
+            seen = [visitor for s in starts[peer] for visitor in s["new_visitor_ms"]]
+            out["new_visitor_ms" + suffix] = percentiles([v["ms"] for v in seen])
+            out["new_visitor_painted_ms" + suffix] = percentiles([v["painted_ms"] for v in seen])
         server = None if args.cold_only else AppServer(timed=True, env=server_env(None))
         try:
             page = open_page(browser, args.throttle) if server else None

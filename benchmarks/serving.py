@@ -25,6 +25,19 @@ from timing import CHROMIUM, CHROMIUM_ARGS
 ROOT = Path(__file__).resolve().parents[1]
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 CHART = ".js-plotly-plot .main-svg"  # a plotly chart drawn (its first SVG layer is in the page)
+# Before the page's own scripts: the wall-clock time (ms since the epoch) of the frame after the first element that
+# matches a selector appears, painted. Playwright hears of a new visitor's chart 0-0.5 s later (0.3-0.4 s in the
+# median on a Zen 4, 2026-11-29), when the page's main thread goes on to the preload's later chunks (ui/preload.py).
+PAINTED_JS = """(() => {
+  const watch = new MutationObserver(() => {
+    if (!document.querySelector(%s)) return;
+    watch.disconnect();
+    requestAnimationFrame(() => setTimeout(() => {
+      window.__apFirstPainted = performance.timeOrigin + performance.now();
+    }));
+  });
+  watch.observe(document, {childList: true, subtree: true});
+})();"""
 # A training run that outlasts any benchmark window (a link fills the Train page with it; Start trains it).
 LONG_RUN = "/train?v=1&steps=100000&stop_early=0"
 # In-page: click the decode page's step player's `name` button (first, prev, next, last), then wait until every
@@ -244,6 +257,16 @@ def chromium_missing() -> str | None:
     except ImportError:
         return "Playwright is not installed"
     return None
+
+
+def watch_paint(page, selector: str = CHART) -> None:
+    """Have every page `page` opens from now on note when the first `selector` is painted (PAINTED_JS)."""
+    page.add_init_script(PAINTED_JS % json.dumps(selector))
+
+
+def painted_at(page, timeout_ms: float = 60_000) -> float:
+    """When the page watched by watch_paint painted its first `selector`: ms since the epoch (time.time() * 1000)."""
+    return page.wait_for_function("window.__apFirstPainted", timeout=timeout_ms).json_value()
 
 
 def wait_idle(page, timeout_ms: float = 120_000) -> None:
