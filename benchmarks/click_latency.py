@@ -11,7 +11,8 @@ pid; its script runs are timed too, so the server's share shows beside each figu
                   (/proc/stat: the server, Chromium and anything else).
                   Peer: the same server without its warm-up (ui/warm.py; --peer preload: without ui/preload's
                   chart preload; --peer gc: its first run with the garbage collector on, ui/runtime.py; --peer
-                  uvloop: on the standard library's event loop and HTTP parser; --peer glance: with nothing kept
+                  uvloop: on the standard library's event loop and HTTP parser; --peer beacon: deaf to the browser's
+                  word that it has drawn the page, the warm-up DELAY seconds after it; --peer glance: with nothing kept
                   of an earlier server, as at the first start after installing or changing the code: its first
                   page then imports torch and decodes, ui/glance.py), started in turn. Both servers but the
                   glance peer find the home page's decode kept by an earlier server, as every start after the
@@ -38,7 +39,7 @@ Other processes slow every figure; the machine (timing.machine(): CPU, capabilit
 the browser's pages 2.5 times (Chromium's own CPU throttling), for a laptop's slower browser.
 
     python benchmarks/click_latency.py [--clicks 30] [--jumps 8] [--rounds 3] [--starts 5] [--visitors 3]
-                                       [--peer warm|preload|gc|uvloop|glance] [--cpu avx2] [--throttle 2.5]
+                                       [--peer warm|preload|gc|uvloop|beacon|glance] [--cpu avx2] [--throttle 2.5]
                                        [--cold-only] [--pause 2]
 """
 
@@ -69,8 +70,7 @@ from ui.catalog import PAGES  # noqa: E402  (no torch)
 TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400, "step_click_ms": 150}
 # what the peer server leaves out
 PEERS = {"warm": "AP_BENCH_NO_WARM", "preload": "AP_BENCH_NO_PRELOAD", "gc": "AP_BENCH_NO_GC_PAUSE",
-         "glance": "AP_FIRST_PAGE_CACHE",
-         "uvloop": "AP_BENCH_NO_UVLOOP"}
+         "glance": "AP_FIRST_PAGE_CACHE", "uvloop": "AP_BENCH_NO_UVLOOP", "beacon": "AP_BENCH_NO_BEACON"}
 INPUT = ".st-key-shared_input_widget input"  # the decode page's source text
 # The page shows the decode of `word` (the server has written it to the address bar, its run is over) and the
 # player's charts have drawn its first step

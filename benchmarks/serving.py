@@ -412,13 +412,14 @@ def time_script_runs(record) -> None:
 
 
 def serve(port: int, log: str) -> None:
-    """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or
-    fragment run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
-    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element
-    code; with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py); with AP_BENCH_NO_GC_PAUSE=1, the first run's
-    pause of the garbage collector (ui/runtime.py); with AP_BENCH_NO_UVLOOP=1, the standard library's event loop and
-    uvicorn's pure-Python HTTP parser instead of uvloop and httptools (requirements.txt): the peers of click_latency's
-    cold start."""
+    """The timed server (`python benchmarks/serving.py PORT LOG`): Streamlit's CLI on app.py, every script or fragment
+    run's start, wall time, CPU time of its thread and page appended to LOG as a JSON line. With
+    AP_BENCH_NO_PRELOAD=1 in its environment, app.py leaves out ui/preload's preload of the frontend's element code;
+    with AP_BENCH_NO_WARM=1, the server's warm-up (ui/warm.py); with AP_BENCH_NO_BEACON=1, its ear for the browser's
+    word that the page is drawn (it waits DELAY seconds after each view); with AP_BENCH_NO_GC_PAUSE=1, the first
+    run's pause of the garbage collector (ui/runtime.py); with AP_BENCH_NO_UVLOOP=1, the standard library's event
+    loop and uvicorn's pure-Python HTTP parser instead of uvloop and httptools (requirements.txt): the peers of
+    click_latency's cold start."""
     from streamlit.web.cli import main as streamlit_cli
 
     def record(entry: dict) -> None:
@@ -435,6 +436,10 @@ def serve(port: int, log: str) -> None:
         import ui.warm
 
         ui.warm.start = lambda: None
+    if os.environ.get("AP_BENCH_NO_BEACON") == "1":  # the warm-up DELAY seconds after the first run, as before
+        import ui.warm
+
+        ui.warm.drawn = lambda: None
     if os.environ.get("AP_BENCH_NO_GC_PAUSE") == "1":  # the collector on in every run, what each leaves frozen
         import ui.runtime
 

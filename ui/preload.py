@@ -1,5 +1,6 @@
 """The chart code, and starting the browser on it while the server is still busy with the first script run (the
-other elements' code once it is idle).
+other elements' code once it is idle); and the browser's word to the server, once it has drawn the page, that the
+warm-up need not wait for it any longer (ui/warm.py).
 
 Every chart of the app is drawn by ui/step_player.py's component with a build of plotly.js that holds the trace
 types the app draws (scatter, bar, heatmap; assets/plotly-build/), at the plotly.js version plotly.py targets:
@@ -19,6 +20,8 @@ from streamlit.components.v1.component_registry import ComponentRegistry
 from streamlit.components.v1.custom_component import CustomComponent
 from streamlit.runtime import Runtime
 
+from ui import warm
+
 PLOTLY_DIR = Path(__file__).resolve().parents[1] / "assets" / "plotly"
 PLOTLY_FILE = "plotly-app.min.js"
 # Registered as `declare_component("ap_chart_code", path=PLOTLY_DIR)` would, less its search for the calling module
@@ -36,7 +39,9 @@ LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "Strea
 # CHARTS at once (the home page's first chart needs them), the LATER chunks one at a time whenever the browser is
 # idle once they have come and the page's run has ended (no home page element needs them, and evaluating one is a
 # task the page's drawing would wait for: the syntax highlighter's took ~0.3 s of a cold start's first chart). The
-# element holds no content: the style hides its container, which would otherwise add a gap above the page.
+# element holds no content: the style hides its container, which would otherwise add a gap above the page. Once the
+# page is drawn as well (no skeleton left, every element of ui/step_player.py's component holding its player or its
+# chart, stamped drawn), it asks for BEACON's file when next idle (after DRAWN_WAITS looks in any case).
 IMPORT_JS = """<style>[data-testid=stElementContainer]:has(#ap-preload-charts) {{ display: none; }}</style>
 <script id="ap-preload-charts">
 const entry = document.querySelector('script[type=module][src*="static/js/"]');
@@ -48,15 +53,42 @@ const ran = () => document.querySelector('[data-testid=stApp][data-test-script-s
 const run = new Promise((ended) => ran() ? ended() : new MutationObserver((_, watch) => {{
   if (ran()) {{ watch.disconnect(); ended(); }}
 }}).observe(document.body, {{subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]}}));
-if (entry) Promise.all([window.apPlotly ??= load({plotly}), load({charts}), run]).then(() => later({later}));
+const drawn = () => !document.querySelector("[data-testid=stSkeleton]") &&
+  [...document.querySelectorAll("[data-testid=stBidiComponentRegular]")].every((element) =>
+    element.querySelector(".ap-player") || element.querySelector(".ap-chart")?.dataset.apStep);
+const tell = (waits) => drawn() || !waits ? idle(() => fetch(new URL({drawn}, entry.src), {{cache: "no-store"}})
+  .catch(() => {{}})) : setTimeout(() => tell(waits - 1), 50);
+if (entry) Promise.all([window.apPlotly ??= load({plotly}), load({charts}), run]).then(() => {{
+  tell({waits});
+  later({later});
+}});
 </script>"""
+
+
+class _Beacon(CustomComponent):
+    """A component whose file the browser asks for once it has drawn its page: the server's warm-up waits for that
+    (ui/warm.py). Streamlit reads a component's `abspath` at each request for one of its files (and as it registers
+    one, during a script run: no word of a drawn page, since the warm-up heeds only words after the last run)."""
+
+    @property
+    def abspath(self) -> str:
+        warm.drawn()
+        return super().abspath
+
+
+BEACON = _Beacon(name="ap_drawn", path=str(PLOTLY_DIR), module_name=__name__)
+BEACON_FILE = "LICENSE"  # a small file of PLOTLY_DIR, never cached (fetch's "no-store"): every page load asks anew
+DRAWN_WAITS = 200  # 50-ms looks for a drawn page (no skeleton, every chart drawn) before the beacon goes anyway
 
 
 def plotly_path() -> str:
     """The chart code's address, relative to the frontend's entry module (`static/js/index.*.js`). Serves it first,
     where a server runs (the registry lives in its runtime; ui/step_player.py asks too)."""
     if Runtime.exists():
-        ComponentRegistry.instance().register_component(SERVED)
+        registry = ComponentRegistry.instance()
+        registry.register_component(SERVED)
+        if registry.get_component(BEACON.name) is not BEACON:  # once: registering reads `abspath` too
+            registry.register_component(BEACON)
     return f"../../component/{SERVED.name}/{PLOTLY_FILE}"
 
 
@@ -72,4 +104,5 @@ def preload_charts() -> None:
     wait for them, and the other chunks (LATER) after them."""
     later = [found for name in LATER if (found := chunk(name))]
     st.html(IMPORT_JS.format(plotly=json.dumps(plotly_path()), charts=json.dumps(chunk(CHARTS)),
+                             drawn=json.dumps(f"../../component/{BEACON.name}/{BEACON_FILE}"), waits=DRAWN_WAITS,
                              later=json.dumps(later)), unsafe_allow_javascript=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers.browser import open_app_page, serving
 
-from ui.preload import CHARTS, LATER, PLOTLY_FILE, chunk
+from ui.preload import BEACON, BEACON_FILE, CHARTS, LATER, PLOTLY_FILE, chunk
 
 # In-page: when the home page's "At a glance" subheader (its first h3, written once the first run has its decode,
 # for which it imports torch) first appeared, on the page's own clock (performance.now()).
@@ -21,6 +21,16 @@ CHUNK_START_JS = """(chunk) => {
   const entry = performance.getEntriesByType('resource').find(e => e.name.endsWith('/' + chunk));
   return entry ? entry.startTime : null;
 }"""
+# In-page: when the page's first chart was drawn (ui/step_player.js stamps data-ap-step once it is), on its clock
+CHART_DRAWN_JS = """() => {
+  window.chartDrawn = null;
+  new MutationObserver(() => {
+    if (!window.chartDrawn && document.querySelector('.ap-chart[data-ap-step]:not([data-ap-step=""])'))
+      window.chartDrawn = performance.now();
+  }).observe(document, {childList: true, subtree: true, attributes: true});
+}"""
+BEACON_JS = """(path) => performance.getEntriesByType('resource').filter(e => e.name.endsWith(path))
+  .map(e => ({start: e.startTime, status: e.responseStatus}))"""
 
 
 def test_this_streamlit_has_one_chunk_of_each_name_to_preload():
@@ -78,3 +88,18 @@ def test_the_other_chunks_are_loaded_after_the_chart_code_on_a_page_without_them
     asked = {name: page.evaluate(CHUNK_START_JS, chunk(name)) for name in LATER}  # (the home page shows links)
     assert None not in asked.values() and min(asked.values()) > charts, (charts, asked)
 
+
+
+def test_the_page_tells_the_server_once_it_has_drawn_its_chart(fresh_server, page):
+    """The server's warm-up waits while the browser draws the first page (ui/warm.py): the page says when it is done,
+    once, after its chart is drawn, by asking for a file of ui/preload.py's beacon component; here in a browser slowed
+    4x (a slow laptop's), which draws the page for seconds."""
+    page.context.new_cdp_session(page).send("Emulation.setCPUThrottlingRate", {"rate": 4})
+    page.add_init_script(f"({CHART_DRAWN_JS})()")
+    open_app_page(page, fresh_server.url)
+    path = f"/component/{BEACON.name}/{BEACON_FILE}"
+    page.wait_for_function(f"() => ({BEACON_JS})({path!r}).length > 0", timeout=30_000)
+    page.wait_for_timeout(1000)
+    told, drawn = page.evaluate(BEACON_JS, path), page.evaluate("window.chartDrawn")
+    assert len(told) == 1 and told[0]["status"] == 200, told
+    assert drawn is not None and told[0]["start"] > drawn, (told, drawn)

@@ -21,7 +21,7 @@ KEEP_FIRST_PAGE = warm.keep_first_page
 def fresh(monkeypatch):
     """A warm-up state of its own (nothing started, no page view under way), and empty decode caches."""
     for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_last_view", float("-inf")),
-                        ("_importing", False), ("_started", False)):
+                        ("_importing", False), ("_started", False), ("_drawn_at", float("-inf"))):
         monkeypatch.setattr(warm, name, value)
     monkeypatch.setattr(warm, "keep_first_page", lambda: None)  # its own test, below
     decodes.clear()
@@ -178,21 +178,73 @@ def test_a_busy_server_still_gets_warmed(fresh, monkeypatch):
     assert imported == ["a", "b"] and 0.2 <= took < 1.0, took
 
 
-def test_the_warm_up_starts_once_after_its_delay_and_never_under_apptest(fresh, monkeypatch):
+def test_the_warm_up_starts_once_and_never_under_apptest(fresh, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     started = []
-    monkeypatch.setattr(warm, "DELAY", 0.4)
     monkeypatch.setattr(warm, "warm_up", lambda: started.append(threading.current_thread().name))
     at = AppTest.from_string("from ui import warm\nwarm.start()").run()  # as app.py calls it, in a script run
     assert not at.exception
     assert not started and not warm._started
     warm.start()
     warm.start()
-    time.sleep(0.2)
-    assert started == []  # the browser is still drawing the first page
-    time.sleep(0.6)
+    time.sleep(0.3)
     assert started == [warm.THREAD]  # once, in the thread the log filter knows
+
+
+def _first_step_after(monkeypatch, word_at: float | None) -> float:
+    """A page view ends, the warm-up starts (as app.py starts it), and a browser says it has drawn its page
+    `word_at` seconds after the view's end (None: none says so): seconds from the view's end to the first step."""
+    monkeypatch.setattr(warm, "DELAY", 0.6)
+    monkeypatch.setattr(warm, "ALONE", ("first step",))
+    began = threading.Event()
+    monkeypatch.setattr(warm.importlib, "import_module", lambda name: began.set())
+    monkeypatch.setattr(warm, "page_modules", list)
+    monkeypatch.setattr(warm, "warm_errors", lambda: None)
+    monkeypatch.setattr(warm.runtime, "collect_frozen", lambda: None)
+    with warm.page_view():
+        pass
+    ended = time.monotonic()
+    if word_at is not None and word_at < 0:  # a word from before the view ended: about another page
+        warm._drawn_at = ended + word_at
+    warm.start()
+    if word_at is not None and word_at >= 0:
+        time.sleep(word_at)
+        warm.drawn()
+    assert began.wait(5)
+    return time.monotonic() - ended
+
+
+def test_the_first_step_waits_while_the_browser_draws_and_no_longer(fresh, monkeypatch):
+    """The browser's word that it has drawn the page (ui/preload.py's beacon: warm.drawn) ends the wait; without it
+    the warm-up waits DELAY seconds, and a word from before the view ended says nothing of it."""
+    assert 0.2 <= _first_step_after(monkeypatch, 0.2) < 0.45
+    monkeypatch.setattr(warm, "_started", False)
+    assert warm.DELAY <= _first_step_after(monkeypatch, None) < warm.DELAY + 0.25
+    monkeypatch.setattr(warm, "_started", False)
+    assert warm.DELAY <= _first_step_after(monkeypatch, -0.1) < warm.DELAY + 0.25
+
+
+def test_a_request_for_the_beacons_file_tells_the_warm_up_and_script_runs_do_not(fresh, monkeypatch):
+    """The browser's word is a request for a file of ui/preload.py's beacon component; Streamlit's route looks the
+    component's folder up in its registry at every request, as here. Registering reads it too: the script runs
+    register the beacon once per server."""
+    from streamlit.components.lib.local_component_registry import LocalComponentRegistry
+
+    from ui import preload
+
+    registry = LocalComponentRegistry()
+    monkeypatch.setattr(preload.Runtime, "exists", lambda: True)
+    monkeypatch.setattr(preload.ComponentRegistry, "instance", lambda: registry)
+    told = []
+    monkeypatch.setattr(warm, "drawn", lambda: told.append(time.monotonic()))
+    for _ in range(3):  # three script runs
+        preload.plotly_path()
+    assert len(told) == 1  # the registration's
+    asked = time.monotonic()
+    assert registry.get_component_path(preload.BEACON.name) == str(preload.PLOTLY_DIR)
+    assert len(told) == 2 and told[1] >= asked
+    assert (preload.PLOTLY_DIR / preload.BEACON_FILE).is_file()
 
 
 def test_a_failing_warm_up_leaves_the_pages_to_report_it(fresh, monkeypatch):
