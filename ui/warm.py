@@ -43,6 +43,7 @@ import importlib
 import logging
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -150,6 +151,11 @@ def start() -> None:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         lambda record: record.threadName != THREAD)
     warmer = threading.Thread(target=_warm_quietly, name=THREAD, daemon=True)
+    # Exit hooks run last registered first. The finalizers that the step under way at exit creates (torch's import
+    # makes some) run at exit only if weakref's own hook is registered before ours; registered after (by the first
+    # finalizer in the process, made while ours waits), it was not run, and they ran as modules were torn down,
+    # printing "Exception ignored ... TypeError" three times.
+    weakref.finalize(_stopping, lambda: None)
     atexit.register(_stop, warmer)
     warmer.start()
 

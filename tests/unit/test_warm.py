@@ -284,3 +284,35 @@ def test_an_exit_during_the_warm_up_waits_for_its_step_and_ends_cleanly():
                           timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split() == ["exit", "analysis", "done"]  # the exit began, then waited for the step
+
+
+# A server stopped while the warm-up imports torch (within a second of its first page, where that page did without
+# it): the import makes the process's first finalizers (torch's operator libraries) while the exit waits for it. Here
+# the step makes one, whose function needs the modules the interpreter tears down last.
+EXIT_DURING_IMPORT = """
+import os, threading, time, weakref
+from ui import warm
+assert not weakref.finalize._registered_with_atexit  # as in a server before torch: nothing made one yet
+inside = threading.Event()
+class Library:
+    pass
+def import_torch(name):
+    inside.set()
+    time.sleep(0.3)
+    global library
+    library = Library()
+    weakref.finalize(library, lambda: os.write(1, b"finalized "))
+warm.DELAY, warm.ALONE = 0.0, ("torch",)
+warm.importlib.import_module = import_torch
+warm.start()
+inside.wait(30)
+os.write(1, b"exit ")
+"""
+
+
+def test_finalizers_made_by_a_step_under_way_at_exit_still_run_at_exit():
+    """Not as the interpreter tears its modules down, where they failed ("Exception ignored ... TypeError")."""
+    done = subprocess.run([sys.executable, "-c", EXIT_DURING_IMPORT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["exit", "finalized"] and "Exception ignored" not in done.stderr, done
