@@ -80,15 +80,24 @@ class Server:
                 self.proc.kill()
 
 
+    def tracebacks(self) -> str:
+        """The server's log from its first traceback on (a page's error it showed, or one at its exit: Python's
+        "Exception ignored in ..."); "" where it holds none."""
+        log = self.log.read_text(errors="replace")
+        return log[log.find("Traceback"):] if "Traceback" in log else ""
+
+
 @contextlib.contextmanager
 def serving(script: str = "app.py"):
-    """A Server for `script` (skipping without Chromium, as the browser tests it serves must), stopped after."""
+    """A Server for `script` (skipping without Chromium, as the browser tests it serves must), stopped after; a
+    traceback in its log fails the test that used it."""
     require_chromium()
     server = Server(script)
     try:
         yield server
     finally:
         server.stop()
+    assert not (found := server.tracebacks()), f"the server's log ({server.log}) holds a traceback:\n{found[:3000]}"
 
 
 def cpu_seconds(pid: int) -> float:
