@@ -74,3 +74,19 @@ def test_the_server_runs_on_uvloop_with_nagle_off_and_httptools():
     assert served["loop"].startswith("uvloop"), served
     assert served["nodelay"], served  # the server's end of a connection: no wait for the browser's acknowledgement
     assert served["http"] == "HttpToolsProtocol", served
+
+
+READ_AGE = """
+from streamlit import config
+config.get_config_options(force_reparse=True)
+print(config.get_option("global.maxCachedMessageAge"))
+"""
+
+
+def test_a_browser_keeps_big_elements_for_twenty_runs():
+    """.streamlit/config.toml's `global.maxCachedMessageAge`: at Streamlit's 2 a double click on a chart (a pick, then
+    its clear, two reruns at once) let the browser drop an element the server was already referring to, and it
+    stopped with a connection error (Cached ForwardMsg MISS)."""
+    out = subprocess.run([sys.executable, "-c", READ_AGE], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         check=True).stdout
+    assert int(out.split()[-1]) >= 20, out
