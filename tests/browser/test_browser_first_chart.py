@@ -89,7 +89,6 @@ def test_the_other_chunks_are_loaded_after_the_chart_code_on_a_page_without_them
     assert None not in asked.values() and min(asked.values()) > charts, (charts, asked)
 
 
-
 def test_the_page_tells_the_server_once_it_has_drawn_its_chart(fresh_server, page):
     """The server's warm-up waits while the browser draws the first page (ui/warm.py): the page says when it is done,
     once, after its chart is drawn, by asking for a file of ui/preload.py's beacon component; here in a browser slowed

@@ -79,7 +79,6 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 
-
     def tracebacks(self) -> str:
         """The server's log from its first traceback on (a page's error it showed, or one at its exit: Python's
         "Exception ignored in ..."); "" where it holds none."""
