@@ -18,7 +18,7 @@ from ui import decodes
 from ui import model_registry as registry
 from ui.display import output
 from ui.markdown import literal
-from ui.panels.code_sections import SECTIONS, TITLES, Shown
+from ui.panels.code_sections import SECTIONS, TITLES, Shown, indent_wrapped_lines
 from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.code import CODE
@@ -131,6 +131,7 @@ def main() -> None:
     shown = Shown(passed, greedy, bundle, (key, version, text), kind, layer, head)
     for name in KEYS:
         SECTIONS[name](shown)
+    indent_wrapped_lines()
     scroll_to(section)
     finish(view, notes)
 

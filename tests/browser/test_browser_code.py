@@ -62,3 +62,38 @@ def test_presenter_mode_folds_the_sidebar_in_a_narrow_window_and_leaves_it_open_
     open_app_page(page, f"{fresh_server.url}/decode?presenter=1")
     page.wait_for_timeout(1500)
     assert sidebar_right(page) > 0
+
+
+# Every numbered listing line that wraps in the window: where its text box begins, where its wrapped rest begins (the
+# leftmost fragment below its first row), its indentation and the width of one character of its font
+WRAPPED_JS = """() => {
+  const probe = document.createElement("span");
+  const lines = [];
+  for (const text of document.querySelectorAll("[data-testid=stCode] code > span > .linenumber + span")) {
+    const range = document.createRange();
+    range.selectNodeContents(text);
+    const rects = [...range.getClientRects()].filter((r) => r.width > 0);
+    const top = Math.min(...rects.map((r) => r.top));
+    const rest = rects.filter((r) => r.top > top + 4);
+    if (!rest.length) continue;
+    probe.textContent = "0".repeat(40);
+    text.appendChild(probe);
+    const ch = probe.getBoundingClientRect().width / 40;
+    probe.remove();
+    lines.push({text: text.textContent.trim().slice(0, 40), box: text.getBoundingClientRect().left,
+                rest: Math.min(...rest.map((r) => r.left)), indent: text.textContent.match(/^ */)[0].length, ch});
+  }
+  return lines;
+}"""
+
+
+def test_a_wrapped_code_line_goes_on_right_of_its_own_indentation(fresh_server, page):
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_app_page(page, f"{fresh_server.url}/code?input={TEXT}")
+    page.wait_for_function("() => document.querySelectorAll('[data-ap-hang]').length > 100")
+    wrapped = page.evaluate(WRAPPED_JS)
+    assert len(wrapped) >= 5, wrapped  # the column is narrower than the code's longest lines
+    for line in wrapped:  # the rest: 4 characters right of where the line's own code begins, not at the edge
+        assert abs(line["rest"] - (line["box"] + (line["indent"] + 4) * line["ch"])) < 1.5, line
+    page.locator("[data-testid=stCode]").nth(1).scroll_into_view_if_needed()
+    screenshot(page, "code-wrapped-lines-1024")

@@ -29,6 +29,38 @@ POSITIONS = Texts({"sinusoidal": "code.positions.sinusoidal", "learned": "code.p
                    "none": "code.positions.none", "rope": "code.positions.rope", "alibi": "code.positions.alibi"})
 STACKS = Texts({"encoder": "code.encoder_stack", "decoder": "code.decoder_stack"})  # "the encoder's"
 VECTOR_PX = 280  # a chart of one vector per token needs about this much across before it is stacked
+# A listing's line too long for the column wraps, and its rest would start at the column's left edge, where it reads
+# as a line of its own. Streamlit draws each numbered line as a row (number, text); this gives every line's text a
+# hanging indent: what wraps goes on 4 characters right of the line's own indentation, as an editor's soft wrap does.
+# Installed once per page view (it watches the page for the listings drawn later), ended on a page without it.
+HANG_JS = """<style>[data-testid=stElementContainer]:has(#ap-code-hang) { display: none; }</style>
+<script id="ap-code-hang">
+(() => {
+  const hang = () => {
+    if (!document.getElementById("ap-code-hang")) {
+      window.apCodeHang.disconnect();
+      window.apCodeHang = null;
+      return;
+    }
+    for (const text of document.querySelectorAll("[data-testid=stCode] code > span > .linenumber + span")) {
+      const step = String(text.textContent.match(/^ */)[0].length + 4);
+      if (text.dataset.apHang === step) continue;
+      text.dataset.apHang = step;
+      text.style.paddingLeft = `${step}ch`;
+      text.style.textIndent = `-${step}ch`;
+    }
+  };
+  if (window.apCodeHang) return;
+  let queued = false;
+  window.apCodeHang = new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; hang(); });
+  });
+  window.apCodeHang.observe(document.body, {childList: true, subtree: true});
+  hang();
+})();
+</script>"""
 
 
 @dataclass(frozen=True)
@@ -63,6 +95,11 @@ def code_of(key: str) -> None:
     for obj in BY_KEY[key].code:
         st.caption(f":material/description: `{where(obj)}`")
         st.code(source(obj), language="python", line_numbers=True, wrap_lines=True)
+
+
+def indent_wrapped_lines() -> None:
+    """Once per page: the listings' wrapped lines go on right of their own indentation (HANG_JS)."""
+    st.html(HANG_JS, unsafe_allow_javascript=True)
 
 
 def chart(shown: Shown, section: str, name: str, build, width: str = "content") -> None:
@@ -145,8 +182,7 @@ def attention(shown: Shown) -> None:
         ("weights", lambda: charts.with_title_line(charts.attention_heatmap(weights, rows, cols, title, mask=mask),
                                                    t("code.attention.weights")), True)])
     chart(shown, "attention", "heads", vectors(out, rows, t("code.attention.output")), "stretch")
-    sums = weights.sum(-1)
-    st.caption(t("code.attention.sums", lo=sums.min(), hi=sums.max()))
+    st.caption(t("code.attention.sums", gap=float(np.abs(weights.sum(-1) - 1).max())))
 
 
 def inside_attention(cfg, kind: str) -> str | None:
