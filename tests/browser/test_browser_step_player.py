@@ -172,6 +172,12 @@ LABELS_JS = """() => [...document.querySelectorAll('[data-ap-chart] > [data-show
       el.querySelectorAll('.' + a._id + 'tick text').length])}))"""
 
 
+# Each token strip of the player: where its label ends, where each of its tokens begins
+STRIPS_JS = """() => [...document.querySelectorAll('.ap-strip')].map(row => ({
+  label: row.querySelector('.ap-strip-label').getBoundingClientRect().right,
+  tokens: [...row.querySelectorAll('.ap-chip')].map(chip => chip.getBoundingClientRect().left)}))"""
+
+
 @pytest.mark.parametrize(("width", "height", "query"), [(1440, 900, ""), (1024, 768, ""), (1280, 720, "?presenter=1")])
 def test_every_token_of_a_step_heatmap_is_labelled(fresh_server, page, width, height, query):
     """Side by side where both heatmaps fit with every label, else one above the other (issue 12: never skip)."""
@@ -189,4 +195,6 @@ def test_every_token_of_a_step_heatmap_is_labelled(fresh_server, page, width, he
     boxes = [pg.locator(f"[data-ap-chart={kind}]").bounding_box() for kind in ("cross", "decoder_self")]
     side_by_side = abs(boxes[0]["y"] - boxes[1]["y"]) < 5
     assert side_by_side == (width == 1440), boxes  # at 1280 only in presenter mode, whose labels are larger
+    strips = pg.evaluate(STRIPS_JS)  # a strip that wraps goes on under its tokens, never under its label
+    assert len(strips) == 2 and all(min(s["tokens"]) >= s["label"] - 1 for s in strips), strips
     screenshot(pg, f"step-player-labels-{width}{'-presenter' if query else ''}")
