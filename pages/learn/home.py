@@ -27,6 +27,8 @@ CARDS = {
     "pages/learn/code.py": ("home.card.code", "home.try.code"),
     "pages/explore/decode.py": ("home.card.decode", "home.try.decode"),
     "pages/explore/attention.py": ("home.card.attention", "home.try.attention"),
+    "pages/explore/errors.py": ("home.card.errors", "home.try.errors"),
+    "pages/explore/compare.py": ("home.card.compare", "home.try.compare"),
     "pages/concepts/masks.py": ("home.card.masks", "home.try.masks"),
     "pages/concepts/positions.py": ("home.card.positions", "home.try.positions"),
     "pages/models/train.py": ("home.card.train", "home.try.train"),

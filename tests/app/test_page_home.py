@@ -48,11 +48,11 @@ def test_architecture_is_drawn_from_the_active_model(home, bundle):
 
 def test_one_card_per_page_with_something_to_try(home):
     links = [el.proto for el in home.get("page_link")]
-    assert [link.page for link in links] == ["code", "code", "decode", "attention", "masks", "positions", "train",
-                                             "checkpoints"]  # the heatmap's code link, then the cards
+    assert [link.page for link in links] == ["code", "code", "decode", "attention", "errors", "compare", "masks",
+                                             "positions", "train", "checkpoints"]  # the heatmap's code link, the cards
     assert all(link.page_script_hash for link in links)  # each resolves to a registered page
     tries = [c.value for c in home.caption if c.value.startswith("Try:")]
-    assert len(tries) == 7
+    assert len(tries) == 9
 
 
 @pytest.mark.parametrize("text, message", [("Hello!", "'!', 'H'"), ("", "empty")])
@@ -60,7 +60,7 @@ def test_bad_input_shows_a_message_and_the_rest_of_the_page(home, text, message)
     home.text_input(key=INPUT).set_value(text).run()
     assert not home.exception
     assert any(message in plain(e.value) for e in home.error), [e.value for e in home.error]
-    assert spec(home, "fig-home-arch") and len(home.get("page_link")) == 7  # the cards, no chart to link to code
+    assert spec(home, "fig-home-arch") and len(home.get("page_link")) == 9  # the cards, no chart to link to code
     assert not shown(home, "fig-home-cross")
 
 
