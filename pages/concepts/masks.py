@@ -87,7 +87,7 @@ def row(view: View, name: str, batch: MaskedBatch, default: int) -> int:
 
 
 def pick_index(view: View, name: str, column, label: str, option: str, count: int, value: int) -> int:
-    """A selectbox over `count` layers or heads, shown 1-based (`option`: the catalog key of one, "layer {n}"),
+    """A selectbox over `count` layers or heads, shown 1-based (`option`: the catalog key of one, "Layer {n}"),
     bound to prop `name`."""
     return view.widget(name, column.selectbox, label, range(count), format_func=lambda i: t(option, n=i + 1),
                        to_widget=lambda _: value, from_widget=lambda i: i + 1)
@@ -130,7 +130,7 @@ def inputs_panel(view: View, bundle, text: str) -> None:
     left, right = st.columns([3, 2])
     with left:
         view.widget("inputs", st.text_area,
-                    t("masks.inputs", task=bundle.task.title.lower(), lo=MIN_BATCH, hi=MAX_BATCH),
+                    t("masks.inputs", task=bundle.task.title, lo=MIN_BATCH, hi=MAX_BATCH),
                     to_widget=lambda _: text, height=130, max_chars=400, help=t("masks.inputs_help"))
     with right:
         view.widget("targets", st.radio, t("masks.targets"), TARGETS, format_func=TARGET_CHOICES.get,
@@ -206,12 +206,13 @@ SCORE_NOTES = Texts({"rope": "masks.scores.rope", "alibi": "masks.scores.alibi"}
 def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> None:
     st.header(t("masks.scores.header"), divider="gray")
     st.markdown(t("masks.scores.text"))
-    p1, p2, p3, p4 = st.columns(4)
+    p1, p2, p3, p4 = st.columns([4, 2, 2, 3])  # the kind's longest name, "Decoder self-attention (masked)"
     kind = view.widget("kind", p1.selectbox, t("masks.attention"), KINDS, format_func=charts.KIND_TITLES.get)
     layers = cfg.n_enc_layers if kind == "encoder_self" else cfg.n_dec_layers
     what = "masks.only_encoder_layers" if kind == "encoder_self" else "masks.only_decoder_layers"
-    layer = pick_index(view, "layer", p2, t("masks.layer"), "charts.layer", layers, index(view, "layer", layers, what))
-    head = pick_index(view, "head", p3, t("masks.head"), "charts.head", cfg.n_heads,
+    layer = pick_index(view, "layer", p2, t("masks.layer"), "attention.layer_n", layers,
+                       index(view, "layer", layers, what))
+    head = pick_index(view, "head", p3, t("masks.head"), "attention.head_n", cfg.n_heads,
                       index(view, "head", cfg.n_heads, "masks.only_heads"))
     b = pick_row(view, "score_row", p4, t("masks.row"), batch,
                  row(view, "score_row", batch, by_length(batch)[len(batch.sources) // 2]))
@@ -264,9 +265,9 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
         return
     open_ = traced(key, registry.version(key), tuple(batch.sources), targets_from, False)
     p1, p2, p3 = st.columns(3)
-    layer = pick_index(view, "open_layer", p1, t("masks.layer"), "charts.layer", cfg.n_dec_layers,
+    layer = pick_index(view, "open_layer", p1, t("masks.layer"), "attention.layer_n", cfg.n_dec_layers,
                        index(view, "open_layer", cfg.n_dec_layers, "masks.only_decoder_layers"))
-    head = pick_index(view, "open_head", p2, t("masks.head"), "charts.head", cfg.n_heads,
+    head = pick_index(view, "open_head", p2, t("masks.head"), "attention.head_n", cfg.n_heads,
                       index(view, "open_head", cfg.n_heads, "masks.only_heads"))
     b = pick_row(view, "open_row", p3, t("masks.row"), batch, row(view, "open_row", batch, by_length(batch)[-1]))
     _, dec = labels(batch, b)

@@ -238,7 +238,6 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
                                      key=f"csv-compare_{side.letter}", label=t("compare.csv", side=side.letter))
     st.caption(t("compare.scale") + ("" if kind == "encoder_self" else " " + display.decoder_rows()))
     st.markdown(t("compare.differ"))
-    code_link("attention", kind=kind, layer=layer, head=head)
     why = mismatch(sides, heads, layer, head)
     if why is not None:
         st.info(t("compare.no_difference", why=why), icon=":material/info:")
@@ -253,6 +252,7 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
             difference_heatmap(wa, wb, rows, cols, title, mask=mask), 2 * display.HALF_WIDTH))
         show(fig, diff, rows, cols, f"{stem}_A-minus-B", "compare_diff")
         st.caption(t("compare.difference", largest=abs(diff).max()))
+    code_link("attention", kind=kind, layer=layer, head=head)
     view.sync_url()
 
 

@@ -66,11 +66,11 @@ def change_masks(pg) -> None:
     settle(pg)
     pick(pg, "masks_row_widget", "seq 2: abcdefgh")
     pick(pg, "masks_kind_widget", "Cross-attention")
-    pick(pg, "masks_head_widget", "head 3")
+    pick(pg, "masks_head_widget", "Head 3")
     pick(pg, "masks_score_row_widget", "seq 3: ab")
     pg.get_by_text("Remove the causal mask", exact=True).click()
     settle(pg)
-    pick(pg, "masks_open_layer_widget", "layer 2")
+    pick(pg, "masks_open_layer_widget", "Layer 2")
 
 
 def change_positions(pg) -> None:

@@ -93,8 +93,8 @@ def architecture_diagram(n_enc_layers: int, n_dec_layers: int, n_heads: int, d_m
                                               f"L {(ENC_X + DEC_X) / 2},50",
                             line=dict(color=KIND_COLORS["cross"], width=3)))
     draw.arrow((ENC_X + DEC_X) / 2, 50, DEC_X - HALF + 2.5, 50)
-    draw.note(x=(ENC_X + DEC_X) / 2 - 1, y=67, text=t("charts.arch.memory"), yanchor="bottom",
-              font=dict(size=14, color=KIND_COLORS["cross"]))
+    draw.note(x=(ENC_X + DEC_X) / 2 - 1, y=67, text=t("charts.arch.memory"), xanchor="right", yanchor="bottom",
+              font=dict(size=14, color=KIND_COLORS["cross"]))  # clear of the decoder's stack in a narrow column
     draw.note(x=ENC_X - HALF, y=92, font=dict(size=13, color="#555"), align="left", xanchor="left",
               text=f"d_model = {d_model}<br>{NORM_TEXT[norm]}")  # two lines: one reached the output box
     return figure([], title or t("charts.arch.title"), height=640, width=900, **LABEL_MARGINS, showlegend=False,

@@ -59,8 +59,9 @@ def position_similarity(table, title: str | None = None) -> go.Figure:
     heatmap = go.Heatmap(z=dots, colorscale=SIMILARITY_SCALE, colorbar=_titled(t("charts.dot")),
                          hovertemplate=t("charts.hover.similarity") + EXTRA)
     return figure([heatmap], title or t("charts.pe.similarity"), height=600, width=640, top=110, left=60,
-                  xaxis=dict(_titled(t("charts.position")), side="top", showgrid=False),
-                  yaxis=dict(_titled(t("charts.position")), autorange="reversed", showgrid=False, scaleanchor="x"))
+                  xaxis=dict(_titled(t("charts.position")), side="top", showgrid=False, constrain="domain"),
+                  yaxis=dict(_titled(t("charts.position")), autorange="reversed", showgrid=False, scaleanchor="x",
+                             constrain="domain"))  # square in a narrow column: the plot shrinks, not the range
 
 
 def embedding_sum(token_embeddings, positional, labels: list[str], title: str | None = None) -> go.Figure:

@@ -108,8 +108,8 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
     filename = probe_filename(task.name, step, layer, head)
     if head is None:
         st.caption(":material/south: " + t("train.live.grid_below"))
-    with wide if head is None else st.container():
-        display.show_figure(fig, filename, key="train_probe_chart")
+    with wide if head is None else st.container():  # one head at its own size: stretched, its cells went flat
+        display.show_figure(fig, filename, key="train_probe_chart", width="stretch" if head is None else "content")
     expected = task.answer(result.source)
     verdict = "" if expected is None else (t("train.live.right") if result.output_text == expected
                                            else t("train.live.wrong", expected=code(expected)))
@@ -241,7 +241,7 @@ def live_charts(view: View, run: runs.Run, snapshot, now) -> None:
 def curves_at(snapshot, task_name: str, step: int | None):
     """The held-out curves, marked at the probe's `step` (when a probe is shown)."""
     fig = curves_figure(snapshot, task_name).update_layout(  # the caption under it names it: no title
-        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=60)  # the legend: two rows in a narrow column
+        height=LIVE_CURVES_HEIGHT, title_text=None, margin_t=88)  # the legend's two rows, below the hover toolbar
     return fig if step is None else mark_step(fig, step)
 
 

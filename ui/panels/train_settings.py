@@ -88,10 +88,10 @@ def preset_row(view: View, task: str) -> None:
     note = t("train.preset", task=task_class(task).title, settings=preset_note(task))
     if changed:
         note += t("train.changed", settings=settings_text({name: view.get(name) for name in changed}))
-    with st.container(horizontal=True, vertical_alignment="center", key="train_preset"):
-        st.markdown(note, help=t("train.preset_help"))
-        st.button(t("train.reset_preset"), key="train_preset_reset", icon=":material/settings_backup_restore:",
-                  disabled=not changed, on_click=callback(reset_to_preset), args=(view,))
+    note_col, button_col = st.columns([4, 1.3], vertical_alignment="center")  # one row: Start on the first screen
+    note_col.markdown(note, help=t("train.preset_help"))
+    button_col.button(t("train.reset_preset"), key="train_preset_reset", icon=":material/settings_backup_restore:",
+                      disabled=not changed, on_click=callback(reset_to_preset), args=(view,))
 
 
 def settings_panel(view: View) -> RunSettings:
