@@ -69,7 +69,7 @@ def animation_export(key: str, specs: Callable[[], list[FrameSpec]], signature, 
             _, fmt, fps, name, data = done
             st.download_button(t("app.animation.download", name=name), data, file_name=name, mime=MIME_TYPES[fmt],
                                key=f"{key}_download", icon=":material/download:", on_click="ignore")
-            st.caption(t("app.animation.size", mb=len(data) / 1e6, fps=fps))
+            st.caption(t("app.animation.size", mb=len(data) / 1e6, n=fps))
 
 
 def decode_animation(bundle, result) -> None:

@@ -162,7 +162,7 @@ def cross_figure(result, layer: int, head: int | str | None, extra: str = ""):
     rows, cols = charts.read_labels(written), charts.token_labels(result.source_pieces)
     if head == ALL_HEADS:
         layers, heads = np.shape(result.cross)[:2]
-        title = " · ".join([t("app.cross_all_heads", layers=layers, heads=heads), *([extra] if extra else [])])
+        title = " · ".join([t("app.cross_all_heads", n=layers, heads=heads), *([extra] if extra else [])])
         return charts.head_grid(result.cross, rows, cols, "cross", title=title, written=written)
     extra = extra if head is not None else " · ".join([t("app.mean_of_heads"), *([extra] if extra else [])])
     title = charts.attention_title("cross", layer, head, extra=extra)

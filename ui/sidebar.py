@@ -173,7 +173,7 @@ def model_section() -> None:
     facts = registry.facts(registry.active_key())  # a shipped model's from its header: no weights loaded
     kept = registry.kept_for(registry.active_key())
     if kept is not None:
-        st.caption(":material/schedule: " + t("app.kept_for", days=round(kept / 86400)))
+        st.caption(":material/schedule: " + t("app.kept_for", n=round(kept / 86400)))
     st.markdown("  \n".join(model_card_lines(facts)))
     if (notes := card_notes(facts)) is not None:
         st.caption(notes)

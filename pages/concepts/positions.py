@@ -315,7 +315,7 @@ def main() -> None:
     sinusoidal_explorer(view, bundle.config.d_model)
     model_encodings(bundle)
     text, embedding, error = embedded(view, key, bundle)
-    view.widget("text", st.text_input, t("positions.input", task=bundle.task.title.lower()),
+    view.widget("text", st.text_input, t("positions.input", task=bundle.task.title),
                 to_widget=lambda _: text, max_chars=200)
     if embedding is None:
         st.error(t("positions.cannot_use", error=literal(str(error))), icon=":material/error:")

@@ -89,7 +89,7 @@ def step_sentence(result: DecodeResult, index: int) -> str:
 def player_steps(result: DecodeResult) -> list[dict]:
     """Per step: the decoder chip it writes, the caption under the strips and the choice sentence."""
     return [{"chip": step_player.chip(token_text(step.piece), step_chip(step, "plain").tip, step.forced),
-             "caption": t("decode.caption", n=i + 1, bos=html_code("<s>"), before=i),
+             "caption": t("decode.caption", n=i + 1, bos=html_code("<s>")),
              "sentence": step_sentence(result, i)} for i, step in enumerate(result.steps)]
 
 

@@ -56,7 +56,7 @@ def test_the_pages_numbers_are_the_decode_the_other_pages_trace(linked):
     np.testing.assert_allclose(z(linked, "code-encoder_layer-self"), encoder, atol=1e-6)
     tables = [t.value for t in linked.dataframe]
     steps = tables[-1]
-    assert steps["Writes"].tolist() == [p if p != "</s>" else "</s>" for p in greedy.output_pieces]
+    assert steps["writes"].tolist() == [p if p != "</s>" else "</s>" for p in greedy.output_pieces]
 
 
 def test_the_view_is_in_the_link_and_opens_at_its_section(linked):
@@ -74,7 +74,7 @@ def test_a_link_the_model_cannot_follow_says_so(clean_caches, bundle):
     at = open_link(PAGE, {"input": "ZZ!", "layer": "9", "section": "nope"})
     assert not at.exception and not at.error
     notes = " ".join(plain(w.value) for w in at.warning)
-    assert "cannot decode it" in notes and "“nope” is not one of" in notes and "has 2 layer(s)" in notes
+    assert "cannot decode it" in notes and "“nope” is not one of" in notes and "has 2 layers" in notes
     assert at.text_input(key=CODE.view().widget_key("input")).value == bundle.task.examples()[0]
 
 

@@ -66,7 +66,7 @@ def test_a_session_past_its_share_is_refused_and_cannot_evict_another(sessions):
     store, as_owner, open_page = sessions
     victim = upload(open_page("victim"), "mine.safetensors")
     kept = uploaded(victim)[0].partition(":")[2]
-    assert "used by 1 model(s)" in share_line(victim)
+    assert "used by 1 model," in share_line(victim)
 
     bully = open_page("bully")
     for i in range(2):
@@ -76,7 +76,7 @@ def test_a_session_past_its_share_is_refused_and_cannot_evict_another(sessions):
     upload(as_owner("bully", bully), "b2.safetensors")
     assert "your share of the server's model storage is full" in plain(bully.error[0].value)
     assert uploaded(bully) == before and bully.session_state[registry.ACTIVE] == active  # nothing changed
-    assert "left." in share_line(bully) and "used by 2 model(s)" in share_line(bully)
+    assert "left." in share_line(bully) and "used by 2 models" in share_line(bully)
 
     for i in range(6):  # the loop: upload, Remove, upload again
         upload(as_owner("bully", bully), f"again{i}.safetensors")
