@@ -70,3 +70,22 @@ def test_positions_by_url_then_without_positions(fresh_server, page):
     verdicts = {line.split(":")[0]: line for line in lines if line.startswith(("With", "Without"))}
     assert "right" in verdicts["With positions"] and "wrong" in verdicts["Without positions"], verdicts
     screenshot(page, "concepts-positions-no-positions")
+
+
+# The position-similarity map's axes: the range each shows and its length in pixels
+SIMILARITY_AXES_JS = """() => {
+  const chart = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(d => (d.layout?.title?.text ?? '').includes('Dot product between positions'));
+  const axis = (a) => ({range: chart._fullLayout[a].range, length: chart._fullLayout[a]._length});
+  return chart && chart.calcdata ? {x: axis('xaxis'), y: axis('yaxis'), rows: chart.calcdata[0][0].z.length} : null;
+}"""
+
+
+def test_the_position_similarity_map_stays_square_in_a_narrow_window(fresh_server, page):
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, f"{fresh_server.url}/positions", "Positional encoding")
+    page.wait_for_function(f"() => ({SIMILARITY_AXES_JS})() !== null", timeout=30_000)
+    axes = page.evaluate(SIMILARITY_AXES_JS)
+    last = axes["rows"] - 0.5  # the positions' cells from -0.5 to rows - 0.5, no empty band around them
+    assert sorted(axes["y"]["range"]) == pytest.approx([-0.5, last]) == sorted(axes["x"]["range"]), axes
+    assert axes["x"]["length"] == pytest.approx(axes["y"]["length"], rel=0.02), axes  # square

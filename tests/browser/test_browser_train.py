@@ -21,6 +21,12 @@ CURVES_POINTS = """() => {
     .find(d => d.data && d.data.some(t => t.name === 'exact match'));
   return chart ? chart.data.map(t => t.x.length) : null;
 }"""
+# The probe's one-head heatmap: its cells' width and height in pixels (plot length over token count per axis)
+PROBE_CELLS = """() => {
+  const chart = [...document.querySelectorAll('.st-key-train_probe_chart .js-plotly-plot')][0];
+  const axis = (a) => chart._fullLayout[a]._length / chart._fullLayout[a]._categories.length;
+  return chart && chart._fullLayout ? [axis('xaxis'), axis('yaxis')] : null;
+}"""
 PROBE_TITLE = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
     .find(d => (d.layout?.title?.text ?? '').includes('Cross-attention'));  // the curves have no title
@@ -99,6 +105,8 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     wait_until(page, lambda: "head 2" in (page.evaluate(PROBE_TITLE) or ""), "the head pick")
     click_seconds = time.monotonic() - began
     print(f"head pick while training: {click_seconds * 1000:.0f} ms from the click to the new chart")
+    width, height = page.evaluate(PROBE_CELLS)  # one head at its own size: square cells, not stretched flat
+    assert 0.8 < width / height < 1.25, (width, height)
     wait_until(page, lambda: step_shown(page) > step_before_click + 20, "training to continue")
     # a renewal draws the new figure into the graph shown (Plotly.react), not into a new graph
     page.evaluate("() => { window.__curves = document.querySelector('.st-key-train_curves .js-plotly-plot'); }")
@@ -274,3 +282,12 @@ def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser)
         for context in contexts:
             context.close()
         server.stop()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_start_is_on_the_first_screen_at_1280x720(fresh_server, page, lang):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_app_page(page, f"{fresh_server.url}/train?lang={lang}")
+    start = page.get_by_role("button", name={"en": "Start", "zh": "开始"}[lang], exact=True).bounding_box()
+    assert start is not None and start["y"] + start["height"] <= 720, start
+    screenshot(page, f"train-first-screen-1280-{lang}")
