@@ -35,7 +35,8 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
     """A copy of `fig` for the back row (pages' figures may be cached and shared: the original never changes).
     Its text is `scale` times larger and a chart of free width `scale` times taller. A matrix chart (fixed
     width: square cells sized to its token labels, fitted to its column) keeps its cells and tick labels, which
-    are forced to label every token (a larger font would make plotly skip some); its title grows above them."""
+    are forced to label every token (a larger font would make plotly skip some), unless the chart names its own
+    ticks (every head's grid: L1, H1, ...), which grow; its title grows above them."""
     big = go.Figure(fig)
     layout = big.layout
     font = layout.font.size or BASE_FONT_PX
@@ -48,7 +49,7 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
     big.update_layout(**grow)
 
     def axis_grow(axis) -> None:
-        if axis.type == "category":
+        if axis.type == "category" and axis.tickvals is None:
             axis.update(tickmode="linear", tick0=0, dtick=1)
         elif axis.tickfont.size:
             axis.update(tickfont_size=round(axis.tickfont.size * scale, 1))

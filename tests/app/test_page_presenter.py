@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from helpers.plotly_specs import step_spec
 from helpers.repo import needs_reverse, open_link
 
-from transformer.charts import step_attention_rows, token_labels
+from transformer.charts import head_grid, step_attention_rows, token_labels
 from transformer.charts.stats import training_curves
 from ui.display import PRESENTER_SCALE, presenter_sized
 from ui.sidebar import PRESENTER_CSS
@@ -36,6 +36,15 @@ def test_a_matrix_chart_keeps_its_cells_and_labels_every_token():
     for axis in (big.layout.xaxis, big.layout.yaxis):
         assert (axis.tickmode, axis.dtick) == ("linear", 1)  # every token labelled, none skipped
         assert axis.tickfont.size == fig.layout.xaxis.tickfont.size
+
+
+def test_every_heads_grid_keeps_its_own_layer_and_head_ticks():
+    labels = token_labels(list("abcd"))
+    fig = head_grid(np.full((2, 3, len(labels), len(labels)), 1 / len(labels)), labels, labels, "cross")
+    big = presenter_sized(fig)
+    for axis, ticks in ((big.layout.xaxis, ["H1", "H2", "H3"]), (big.layout.yaxis, ["L1", "L2"])):
+        assert list(axis.ticktext) == ticks and axis.tickmode != "linear"  # not every tile's row and column
+        assert axis.tickfont.size == round(fig.layout.xaxis.tickfont.size * PRESENTER_SCALE, 1)
 
 
 def test_a_chart_of_free_width_grows_taller():
