@@ -279,11 +279,13 @@ def evaluation_section(view: View, key: str, bundle: ModelBundle) -> None:
         st.caption(t("checkpoints.evaluate.press", n=samples, seed=seed))
     else:
         m = result.metrics
-        cols = st.columns(3)
-        cols[0].metric(t("errors.exact_match"), f"{m['exact_match']:.1%}", help=t("checkpoints.evaluate.exact_help"))
-        cols[1].metric(t("checkpoints.evaluate.token_accuracy"), f"{m['token_accuracy']:.1%}",
-                       help=t("checkpoints.evaluate.token_help"))
-        cols[2].metric(t("checkpoints.evaluate.loss"), f"{m['loss']:.3f}", help=t("checkpoints.evaluate.loss_help"))
+        with st.container(horizontal=True, gap="medium", key="ckpt_metrics"):  # a narrow column wraps them, whole
+            st.metric(t("errors.exact_match"), f"{m['exact_match']:.1%}", help=t("checkpoints.evaluate.exact_help"),
+                      width="content")
+            st.metric(t("checkpoints.evaluate.token_accuracy"), f"{m['token_accuracy']:.1%}",
+                      help=t("checkpoints.evaluate.token_help"), width="content")
+            st.metric(t("checkpoints.evaluate.loss"), f"{m['loss']:.3f}", help=t("checkpoints.evaluate.loss_help"),
+                      width="content")
         st.caption(t("checkpoints.evaluate.drawn", n=m["samples"], seed=result.seed))
         show_examples(result.examples)
     view.sync_url()

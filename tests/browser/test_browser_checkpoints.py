@@ -107,6 +107,11 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     settle(pg, 500)
     assert pg.locator("[data-testid=stMetric]").count() == 3 and pg.locator("[data-testid=stTable]").count() == 1
     screenshot(pg, "checkpoints_refused_and_evaluated")
+    pg.set_viewport_size({"width": 1024, "height": 768})  # a narrow column: the three figures wrap, each whole
+    pg.wait_for_timeout(500)
+    assert pg.evaluate(CUT_JS) == []
+    screenshot(pg, "checkpoints_evaluated_1024")
+    pg.set_viewport_size({"width": 1400, "height": 900})
 
     pg.get_by_role("link", name="Step-by-step decoding").click()
     settle(pg, 500)
@@ -132,6 +137,12 @@ def test_upload_activate_download_refuse_and_decode(fresh_server, page, tmp_path
     assert pg.locator(f"{INSPECT} input[role=combobox]").input_value() == f"{MARKUP} (uploaded)"
     assert not fetched
     screenshot(pg, "checkpoints_markdown_file_name")
+
+
+# The evaluation's figures and labels whose text is cut (Streamlit ends a text too wide for its box with an ellipsis)
+CUT_JS = """() => [...document.querySelectorAll('[data-testid=stMetric] *')]
+  .filter(el => getComputedStyle(el).textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth)
+  .map(el => el.textContent)"""
 
 
 def view(pg) -> dict:
