@@ -336,8 +336,11 @@ def settings_of(bundle: ModelBundle) -> dict:
 def settings_diff(a: ModelBundle, b: ModelBundle) -> pd.DataFrame:
     """One row per setting of either model, those that differ first."""
     sa, sb = settings_of(a), settings_of(b)
-    rows = [{"Setting": name, "A": json.dumps(sa.get(name, "–"), default=str),
-             "B": json.dumps(sb.get(name, "–"), default=str),
+
+    def value(settings: dict, name: str) -> str:  # "–" where the model has no such setting
+        return json.dumps(settings[name], default=str, ensure_ascii=False) if name in settings else "–"
+
+    rows = [{"Setting": name, "A": value(sa, name), "B": value(sb, name),
              "Differs": sa.get(name, "–") != sb.get(name, "–")} for name in dict.fromkeys([*sa, *sb])]
     return pd.DataFrame(rows).sort_values("Differs", ascending=False, kind="stable").reset_index(drop=True)
 

@@ -121,7 +121,7 @@ def test_shipped_against_a_trained_model_of_another_shape_notes_what_cannot_be_c
     at = opened({"a": "reverse", "b": key, "input": text, "kind": "cross", "layer": "2"},
                 {key: ("trained", small)})
     assert not notes(at)
-    assert "B: small has 1 layer(s) × 2 head(s) of this kind: no layer 2" in infos(at)
+    assert "B: small has no layer 2, head 4 of this kind: it has 1 × 2 (layers × heads)." in infos(at)
     assert "No difference map" in infos(at)
     assert "no such head" in str(plotly_specs.spec(at, "compare_pair")["layout"]["annotations"])
     assert list(facts(at).loc["Shape"]) == ["2+2 × 4 heads, d 64", "1+1 × 2 heads, d 16"]
@@ -271,3 +271,10 @@ def test_hostile_links_give_a_note_and_the_default_view(clean_caches, query, sai
     text = notes(at)
     assert "could not be followed" in text and all(s in text for s in said), text
     assert plotly_specs.alone(at)  # the page still shows its charts
+
+
+def test_a_setting_only_one_model_has_reads_as_a_dash(clean_caches):
+    at = opened({"a": "reverse", "b": "dates", "input": "abc"})
+    diff = next(d.value for d in at.dataframe if "Setting" in d.value.columns).set_index("Setting")
+    assert list(diff.loc["task.min_len", ["A", "B"]]) == ["1", "–"]  # not the JSON of a dash, "\u2013"
+    assert diff.loc["task.min_len", "Differs"] and diff.loc["task", "B"] == '"dates"'

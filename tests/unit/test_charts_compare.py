@@ -51,7 +51,9 @@ def test_pair_shows_both_heads_on_one_scale_and_says_where_a_head_is_missing():
     assert (first["xaxis"], second["xaxis"]) == ("x", "x2")
     lone = pair_heatmaps([(a, ROWS, COLS, None), None], ["A: m", "B: n"], "t").to_plotly_json()
     assert len(lone["data"]) == 1 and lone["data"][0]["showscale"]
-    assert "no such head" in [n["text"] for n in lone["layout"]["annotations"]]
+    note = next(n for n in lone["layout"]["annotations"] if n["text"] == "no such head")
+    x0, x1 = lone["layout"]["xaxis2"]["domain"]  # in the middle of B's empty panel, by the page's coordinates
+    assert (note["xref"], note["yref"], note["x"], note["y"]) == ("paper", "paper", (x0 + x1) / 2, 0.5)
 
 
 def test_score_bars_write_each_value_and_none_as_not_available():

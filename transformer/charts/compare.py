@@ -53,15 +53,12 @@ def pair_heatmaps(heads: list[tuple | None], names: list[str], title: str) -> go
     """Two heads side by side on the one fixed 0..1 weight scale (one colour bar), free width. `heads` holds,
     per model, (weights (queries, keys), query labels, key labels, mask or None), or None where the model
     lacks the head (its panel then says so); `names` titles the panels."""
-    traces, annotations = [], []
+    traces = []
     shown = [i for i, h in enumerate(heads) if h is not None]
     rows = max((len(heads[i][1]) for i in shown), default=1)
     for i, head in enumerate(heads):
         axes = panel_axes(i)
         if head is None:
-            annotations.append(dict(text=t("charts.no_such_head"), xref=f"{axes['xaxis']} domain",
-                                    yref=f"{axes['yaxis']} domain", x=0.5, y=0.5, showarrow=False,
-                                    font=dict(size=15, color="#666")))
             continue
         weights, query_labels, key_labels, mask = head
         w = as_array(weights, 2, "weights")
@@ -76,5 +73,8 @@ def pair_heatmaps(heads: list[tuple | None], names: list[str], title: str) -> go
     axis = dict(CATEGORY_AXIS, showgrid=False, zeroline=False, tickfont=dict(size=12))
     layout = side_by_side(names, spacing=0.16, xaxis=dict(axis, side="bottom", tickangle=-90),
                           yaxis=dict(axis, autorange="reversed"))
-    layout["annotations"] += annotations
+    for i in set(range(len(heads))) - set(shown):  # in the middle of the empty panel (a panel without a trace has
+        x0, x1 = layout[panel_axes(i)["xaxis"].replace("x", "xaxis")]["domain"]  # no axes to place a note by)
+        layout["annotations"].append(dict(text=t("charts.no_such_head"), xref="paper", yref="paper", x=(x0 + x1) / 2,
+                                          y=0.5, showarrow=False, font=dict(size=15, color="#666")))
     return figure(traces, title, height=max(280, min(rows * 30, 560) + 170), top=80, left=60, **layout)
