@@ -206,7 +206,7 @@ SCORE_NOTES = Texts({"rope": "masks.scores.rope", "alibi": "masks.scores.alibi"}
 def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> None:
     st.header(t("masks.scores.header"), divider="gray")
     st.markdown(t("masks.scores.text"))
-    p1, p2, p3, p4 = st.columns([4, 2, 2, 3])  # the kind's longest name, "Decoder self-attention (masked)"
+    p1, p2, p3, p4 = st.columns([6, 2, 2, 3])  # the kind's longest name, "Decoder self-attention (masked)"
     kind = view.widget("kind", p1.selectbox, t("masks.attention"), KINDS, format_func=charts.KIND_TITLES.get)
     layers = cfg.n_enc_layers if kind == "encoder_self" else cfg.n_dec_layers
     what = "masks.only_encoder_layers" if kind == "encoder_self" else "masks.only_decoder_layers"

@@ -89,3 +89,16 @@ def test_the_position_similarity_map_stays_square_in_a_narrow_window(fresh_serve
     last = axes["rows"] - 0.5  # the positions' cells from -0.5 to rows - 0.5, no empty band around them
     assert sorted(axes["y"]["range"]) == pytest.approx([-0.5, last]) == sorted(axes["x"]["range"]), axes
     assert axes["x"]["length"] == pytest.approx(axes["y"]["length"], rel=0.02), axes  # square
+
+
+# The masks page's attention picker: the choice shown, and whether it is wider than its box (cut)
+KIND_SHOWN_JS = """() => {
+  const box = document.querySelector('.st-key-masks_kind_widget input');
+  return {shown: box.value, cut: box.scrollWidth > box.clientWidth};
+}"""
+
+
+def test_the_masks_attention_picker_shows_its_longest_choice_whole_at_1024(fresh_server, page):
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, f"{fresh_server.url}/masks?kind=decoder_self", "Masks")
+    assert page.evaluate(KIND_SHOWN_JS) == {"shown": "Decoder self-attention (masked)", "cut": False}

@@ -219,6 +219,14 @@ def mask_heatmap(mask, query_labels: list[str], key_labels: list[str], title: st
     return matrix_figure(traces, title, y, x, cell_size(*allowed.shape))
 
 
+LONG_PIECE = 5  # characters: a piece this long ("<pad>") is written smaller, to fit its cell in a narrow column
+
+
+def _cell_piece(piece: str) -> str:
+    shown = display_piece(piece)
+    return f'<span style="font-size:10px">{shown}</span>' if len(piece) >= LONG_PIECE else shown
+
+
 def padded_batch_heatmap(ids, pieces: list[list[str]], title: str, pad_id: int = 0,
                          special_ids: tuple[int, ...] = (1, 2, 3)) -> go.Figure:
     """A padded batch as the model sees it: rows = sequences, columns = positions, each cell its piece and
@@ -227,7 +235,7 @@ def padded_batch_heatmap(ids, pieces: list[list[str]], title: str, pad_id: int =
     if ids.ndim != 2 or [len(row) for row in pieces] != [ids.shape[1]] * ids.shape[0]:
         raise ValueError("ids must be (sequences, positions) with one piece per id")
     kind = np.where(ids == pad_id, 0, np.where(np.isin(ids, special_ids), 1, 2))
-    text = [[f"{display_piece(p)}<br>{i}" for p, i in zip(row_p, row_i)] for row_p, row_i in zip(pieces, ids.tolist())]
+    text = [[f"{_cell_piece(p)}<br>{i}" for p, i in zip(row_p, row_i)] for row_p, row_i in zip(pieces, ids.tolist())]
     rows, cols = [t("charts.seq", n=b + 1) for b in range(ids.shape[0])], [str(i) for i in range(ids.shape[1])]
     heatmap = go.Heatmap(
         z=kind.astype(np.float32), x=cols, y=rows, zmin=0, zmax=2, xgap=2, ygap=2,
