@@ -172,7 +172,7 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     assert f"**File size:** {REVERSE.stat().st_size / 1e6:.2f} MB" in card  # MB = 10^6 bytes, as `models`
     # the card names the held-out set its accuracy comes from: the training run's own, not Evaluate's
     assert ("**Accuracies measured on:** the training run's own held-out split (1,000 inputs, greedy, at step "
-            f"{reverse.card['evaluated_step']:,}), not the fresh inputs of Evaluate below") in card
+            f"{reverse.card['evaluated_step']:,}), not the fresh inputs of Evaluate") in card
     sidebar = "\n".join(m.value for m in at.sidebar.markdown)
     assert f"**Held-out exact match:** {reverse.card['exact_match']:.1%} :small[on the training run's own" in sidebar
 

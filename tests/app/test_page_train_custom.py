@@ -42,7 +42,7 @@ def test_pasted_data_with_problems_lists_each_and_blocks_start(train_page):  # n
     shown = errors(at)
     for message in ("Line 8: one column only", "Line 9: more than two columns",
                     "Conflicting targets for one source: '3' has the target 'III' on line 3 and 'IV' on line 10",
-                    "Only 7 usable pair(s); at least 30 are needed", "Fix this setting before starting: your data"):
+                    "Only 7 usable pairs; at least 30 are needed", "Fix this setting before starting: your data"):
         assert sum(message in e for e in shown) == 1, shown
     assert any("Line 11: empty, skipped" in c.value for c in at.caption)
     assert at.button(key="train_start").disabled
@@ -116,4 +116,4 @@ def test_an_uploaded_custom_checkpoint_opens_on_every_page(app):
     box.input("12a").run()  # a character the model never saw: refused by name, nothing raised
     assert not at.exception
     shown = [plain(m) for m in errors(at) + [w.value for w in at.warning]]
-    assert any("does not know the character(s) 'a'" in m for m in shown), shown
+    assert any("does not know these characters: 'a'" in m for m in shown), shown

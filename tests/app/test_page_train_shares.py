@@ -31,7 +31,7 @@ def test_start_past_the_sessions_share_says_why_and_changes_nothing(train_page, 
     server_queue.admit(OtherRun(), "me", None)
     at.button(key="train_start").click().run()
     assert not at.exception
-    assert any("Cannot start: this session already has 1 training run(s) started" in e.value for e in at.error), \
+    assert any("Cannot start: this session already has 1 training run started" in e.value for e in at.error), \
         [e.value for e in at.error]
     assert "train_run" not in at.session_state and server_queue.running == 0 and server_queue.workers == 0
 

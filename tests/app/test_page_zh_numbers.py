@@ -29,7 +29,7 @@ def test_decoding_writes_the_numeral_and_names_an_unknown_character(app):
     assert "**Expected** (the task's rule): `四百零五`" in lines
     assert any(line.startswith("**Output:**") and "right" in line for line in lines)
     at.text_input(key=INPUT).input("两百").run()
-    assert any("does not know the character(s) '两'" in plain(e.value) for e in at.error)
+    assert any("does not know these characters: '两'" in plain(e.value) for e in at.error)
 
 
 def test_the_attention_page_starts_on_a_head_that_follows_the_alignment(app):

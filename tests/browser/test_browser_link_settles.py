@@ -44,6 +44,6 @@ def test_a_refused_link_settles_and_leaves_the_server_idle(fresh_server, page, r
     print(f"\n/decode?v=1&input={raw}: settled {settled}; {used:.2f} CPU-seconds of the server in the next {WATCH_S} s")
     assert settled and used < IDLE_CPU_S, (settled, used)
     note = pg.get_by_text(NOTE).inner_text()
-    assert f"the model does not know the character(s) '{quoted}'" in note
+    assert f"the model does not know these characters: '{quoted}'" in note
     assert pg.locator(".st-key-shared_input_widget input").input_value() not in ("", quoted)  # the first example
     assert "input" not in parse_qs(urlparse(pg.url).query)

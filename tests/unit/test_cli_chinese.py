@@ -41,7 +41,7 @@ def test_decode_writes_the_numeral(locale):
 def test_a_chinese_input_is_read_as_typed_and_named_in_the_error():
     run = cli(ASCII, "decode", "--checkpoint", ZH, "--input", "两百")
     assert run.returncode == 2
-    assert run.stderr.decode("utf-8").startswith("error: the model does not know the character(s) '两'")
+    assert run.stderr.decode("utf-8").startswith("error: the model does not know these characters: '两'")
 
 
 def test_train_on_chinese_pairs_and_decode_them(tmp_path):

@@ -64,7 +64,7 @@ def test_good_data_has_no_problem_and_says_how_it_is_split():
     (GOOD + "a\tb\tc\n" + "d\te\tf\n", "Lines 41 and 42: more than two columns"),
     (GOOD + "bc\tXYZ\n", ("Conflicting targets for one source: 'bc' has the target 'BC' on line 3 and 'XYZ' on "
                          "line 41")),
-    (tsv(words(5)), f"Only 5 usable pair(s); at least {MIN_PAIRS} are needed"),
+    (tsv(words(5)), f"Only 5 usable pairs; at least {MIN_PAIRS} are needed"),
     (GOOD + "x" * (MAX_FIELD_CHARS + 1) + "\ty\n", f"Line 41: a source or target longer than {MAX_FIELD_CHARS}"),
     (GOOD + "a\x00b\tq\n", "Line 41: control or invisible characters"),
     (tsv(words(), ",") + '"open,x\n', "Line 41: unreadable CSV"),
