@@ -37,6 +37,8 @@ ORIGINS_SAID = Texts({"shipped": "app.origin_name.shipped", "trained": "app.orig
                       "uploaded": "app.origin_name.uploaded", "snapshot": "app.origin_name.snapshot"})  # in words
 LABELS = {"shipped": "app.origin.shipped", "trained": "app.origin.trained", "uploaded": "app.origin.uploaded",
           "snapshot": "app.origin.snapshot"}  # a model's name in the picker, by origin: "{name} (pretrained)"
+# Shipped models whose file's name says too little, named in the reader's language (their cards' names are English)
+SHIPPED_NAMES = Texts({"reverse-early": "app.shipped_name.reverse_early"})
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,21 @@ def shipped_path(key: str) -> Path:
     return ASSETS / f"{key.removeprefix('shipped:')}.safetensors"
 
 
+def shipped_name(stem: str) -> str:
+    """What every page calls the shipped model of file `stem`: its name in SHIPPED_NAMES, else the file's."""
+    return SHIPPED_NAMES[stem] if stem in SHIPPED_NAMES else stem
+
+
+def display_name(key: str) -> str:
+    """What every page calls model `key` (the picker, the tables, the compare page): a shipped model its
+    `shipped_name`, any other its own name."""
+    if key.startswith("shipped:"):
+        return shipped_name(key.removeprefix("shipped:"))
+    return bundle_for(key).name
+
+
 def shipped_entries() -> list[ModelEntry]:
-    return [ModelEntry(shipped_key(i.path), t(LABELS["shipped"], name=i.path.stem), "shipped", i.path)
+    return [ModelEntry(shipped_key(i.path), t(LABELS["shipped"], name=shipped_name(i.path.stem)), "shipped", i.path)
             for i in shipped_infos() if i.error is None]
 
 

@@ -110,7 +110,8 @@ def model_row(key: str, entry: registry.ModelEntry, infos: dict) -> Row:
     """A model from its card (a pretrained one from its file header alone: no weights loaded)."""
     info = infos.get(key)
     if info is not None:
-        name, task, params, config, card = info.name, info.task, info.task_params, info.config, info.card
+        name, task, params, config, card = (registry.shipped_name(info.path.stem), info.task, info.task_params,
+                                            info.config, info.card)
     else:
         bundle = registry.bundle_for(key)
         name, task, params, card = bundle.name, bundle.task.name, bundle.task.card_params(), bundle.card

@@ -60,7 +60,7 @@ class Side:
 
     @property
     def name(self) -> str:
-        return f"{self.letter}: {self.bundle.name}"
+        return f"{self.letter}: {registry.display_name(self.key)}"
 
 
 def intro() -> DeltaGenerator:
@@ -284,7 +284,7 @@ def facts(side: Side, score: dict | str) -> dict:
     cfg, card = side.bundle.config, side.bundle.card
     fresh = isinstance(score, dict)
     return {
-        t("compare.facts.model"): side.bundle.name,
+        t("compare.facts.model"): registry.display_name(side.key),
         t("compare.facts.origin"): registry.ORIGINS_SAID[registry.entries()[side.key].origin],
         t("compare.facts.task"): side.bundle.task.title,
         t("compare.facts.shape"): shape_text(cfg.to_dict()),
@@ -375,7 +375,8 @@ def main() -> None:
     if text is not None and view.from_link("input"):
         sides[0].decode(text)
         if sides[0].error is not None:
-            view.refuse("input", t("attention.cannot_decode_link", name=sides[0].bundle.name, error=sides[0].error))
+            view.refuse("input", t("attention.cannot_decode_link", name=registry.display_name(sides[0].key),
+                                   error=sides[0].error))
             sides[0].error = None
     text = input_picker(view, sides[0].bundle, help_text=t("compare.input_help"))
     for side in sides:

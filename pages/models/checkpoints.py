@@ -89,7 +89,7 @@ def row(key: str, origin: str, name: str, task: str, card: dict) -> dict:
 
 def shipped_row(info: CheckpointInfo) -> dict:
     """From the file header alone: listing the zoo loads no weights."""
-    return row(registry.shipped_key(info.path), "shipped", info.name, info.task, info.card)
+    return row(registry.shipped_key(info.path), "shipped", registry.shipped_name(info.path.stem), info.task, info.card)
 
 
 def session_row(key: str, origin: str) -> dict:

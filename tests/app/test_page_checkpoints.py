@@ -151,6 +151,14 @@ def hostile(reverse_bytes, reverse_parts, marker) -> dict[str, tuple[str, bytes,
 # ------------------------------------------------------------------------------------------------ table
 
 
+def test_a_shipped_model_has_one_name_in_the_readers_language_in_the_picker_and_the_table(clean_caches):
+    at = open_link(PAGE, {"lang": "zh"})
+    assert not at.exception
+    assert table(at).loc["shipped:reverse-early", "Model"] == "reverse（训练不足）"  # not its card's English name
+    picker = at.selectbox(key="active_model_widget")
+    assert "reverse（训练不足）（预训练）" in picker.options
+
+
 def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     at = app(PAGE)
     shown = table(at)
@@ -160,7 +168,7 @@ def test_table_lists_every_shipped_checkpoint_with_the_active_one_marked(app):
     assert list(shown.columns) == ["Active", "Model", "Origin", "Task", "Exact match"]  # the file size: on the card
     for info in infos:
         r = shown.loc[f"shipped:{info.path.stem}"]
-        assert r["Model"] == info.name and r["Origin"] == "pretrained"
+        assert r["Model"] == registry.shipped_name(info.path.stem) and r["Origin"] == "pretrained"
         assert r["Exact match"] == pytest.approx(100 * info.card["exact_match"])  # shown as a percentage
     assert shown.loc[DEFAULT, "Active"] and not shown.drop(DEFAULT)["Active"].any()
     assert at.selectbox(key=INSPECT).value == DEFAULT

@@ -278,3 +278,8 @@ def test_a_setting_only_one_model_has_reads_as_a_dash(clean_caches):
     diff = next(d.value for d in at.dataframe if "Setting" in d.value.columns).set_index("Setting")
     assert list(diff.loc["task.min_len", ["A", "B"]]) == ["1", "–"]  # not the JSON of a dash, "\u2013"
     assert diff.loc["task.min_len", "Differs"] and diff.loc["task", "B"] == '"dates"'
+
+
+def test_a_shipped_model_is_named_as_the_picker_names_it(clean_caches):
+    at = opened({"a": "reverse", "b": "reverse-early", "input": "abc"})
+    assert list(facts(at).loc["Model"]) == ["reverse", "reverse, under-trained"]  # not "..., under-trained (200 steps)"
