@@ -104,12 +104,12 @@ def cards() -> None:
                              loses_place=code(FORCE.loses_place)))  # the decode card's lesson (ui/lessons.py)
 
 
-def architecture(facts: ModelFacts) -> None:
+def architecture(facts: ModelFacts, name: str) -> None:
     cfg, task = facts.config, facts.task
     st.subheader(t("home.layers"))
     st.markdown(t("home.layers_intro"))
     fig = charts.architecture_diagram(cfg.n_enc_layers, cfg.n_dec_layers, cfg.n_heads, cfg.d_model, cfg.d_ff,
-                                      cfg.norm, cfg.positional, title=t("home.model_title", name=facts.name))
+                                      cfg.norm, cfg.positional, title=t("home.model_title", name=name))
     display.show_figure(fig, f"{task.name}_architecture", key="fig-home-arch", width="content")
 
 
@@ -120,7 +120,7 @@ def main() -> None:
     facts = registry.facts(key)  # from the checkpoint's header: the page needs no weights when its decode is kept
     at_a_glance(view, key, facts)
     cards()
-    architecture(facts)
+    architecture(facts, registry.display_name(key))
     finish(view, notes)
 
 
