@@ -98,6 +98,8 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     assert first
     points = page.evaluate(CURVES_POINTS)[0]
     step_before_click = step_shown(page)
+    keep = page.locator(".st-key-train_keep button").last  # (a renewal may briefly hold the old one too)
+    assert keep.inner_text().endswith("Keep weights as of now")  # while training: no step, which moves on
 
     # a click while training: pick one head; the chart follows and the step count keeps rising
     began = time.monotonic()
@@ -119,6 +121,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     frozen = step_shown(page)
     page.wait_for_timeout(1500)
     assert step_shown(page) == frozen
+    wait_until(page, lambda: keep.inner_text().endswith(f"Keep weights at step {frozen:,}"), "the paused step to keep")
     assert page.get_by_role("button", name="Resume", exact=True).is_enabled()
     screenshot(page, "train_paused")
 

@@ -269,7 +269,8 @@ def keep_row(run: runs.Run, snapshot) -> None:
     """Keep the weights as of now (a snapshot, at most runs.MAX_SNAPSHOTS per session) to compare them later."""
     kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
     with st.container(horizontal=True, vertical_alignment="center"):
-        st.button(t("train.live.keep", step=snapshot.step), key="train_keep", icon=":material/bookmark_add:",
+        label = t("train.live.keep_now") if snapshot.state == "running" else t("train.live.keep", step=snapshot.step)
+        st.button(label, key="train_keep", icon=":material/bookmark_add:",  # running: the step moves on before a click
                   disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=callback(keep_clicked),
                   args=(run,), help=t("train.live.keep_help", n=runs.MAX_SNAPSHOTS))
         done = t("train.live.kept_steps", steps=t("app.list_items").join(t("charts.step", n=f"{step:,}")
