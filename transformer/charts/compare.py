@@ -73,8 +73,10 @@ def pair_heatmaps(heads: list[tuple | None], names: list[str], title: str) -> go
     axis = dict(CATEGORY_AXIS, showgrid=False, zeroline=False, tickfont=dict(size=12))
     layout = side_by_side(names, spacing=0.16, xaxis=dict(axis, side="bottom", tickangle=-90),
                           yaxis=dict(axis, autorange="reversed"))
-    for i in set(range(len(heads))) - set(shown):  # in the middle of the empty panel (a panel without a trace has
-        x0, x1 = layout[panel_axes(i)["xaxis"].replace("x", "xaxis")]["domain"]  # no axes to place a note by)
-        layout["annotations"].append(dict(text=t("charts.no_such_head"), xref="paper", yref="paper", x=(x0 + x1) / 2,
-                                          y=0.5, showarrow=False, font=dict(size=15, color="#666")))
+    # a note in the middle of an empty panel, under its title (side_by_side's first annotations, one per panel): a
+    # panel without a trace has no axes to place it by
+    for i in set(range(len(heads))) - set(shown):
+        centre = layout["annotations"][i]["x"]
+        layout["annotations"].append(dict(text=t("charts.no_such_head"), xref="paper", yref="paper", x=centre, y=0.5,
+                                          showarrow=False, font=dict(size=15, color="#666")))
     return figure(traces, title, height=max(280, min(rows * 30, 560) + 170), top=80, left=60, **layout)
