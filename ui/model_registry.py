@@ -95,9 +95,12 @@ def shipped_name(stem: str) -> str:
 
 def display_name(key: str) -> str:
     """What every page calls model `key` (the picker, the tables, the compare page): a shipped model its
-    `shipped_name`, any other its own name."""
-    if key.startswith("shipped:"):
-        return shipped_name(key.removeprefix("shipped:"))
+    `shipped_name`, a position-scheme model `positions/<scheme>`, any other its own name."""
+    origin, _, name = key.partition(":")
+    if origin == "shipped":
+        return shipped_name(name)
+    if origin == "positions":
+        return f"positions/{name}"
     return bundle_for(key).name
 
 
@@ -112,9 +115,8 @@ def entries() -> dict[str, ModelEntry]:
     models = position_models()
     for scheme in st.session_state.get(OPENED, ()):
         if scheme in models:
-            found[f"positions:{scheme}"] = ModelEntry(f"positions:{scheme}",
-                                                     t(LABELS["shipped"], name=f"positions/{scheme}"), "shipped",
-                                                     models[scheme])
+            key = f"positions:{scheme}"
+            found[key] = ModelEntry(key, t(LABELS["shipped"], name=display_name(key)), "shipped", models[scheme])
     for key, (origin, bundle) in _session_models().items():
         found[key] = ModelEntry(key, t(LABELS[origin], name=bundle.name), origin)
     return found

@@ -110,12 +110,12 @@ def model_row(key: str, entry: registry.ModelEntry, infos: dict) -> Row:
     """A model from its card (a pretrained one from its file header alone: no weights loaded)."""
     info = infos.get(key)
     if info is not None:
-        name, task, params, config, card = (registry.shipped_name(info.path.stem), info.task, info.task_params,
-                                            info.config, info.card)
+        task, params, config, card = info.task, info.task_params, info.config, info.card
     else:
         bundle = registry.bundle_for(key)
-        name, task, params, card = bundle.name, bundle.task.name, bundle.task.card_params(), bundle.card
+        task, params, card = bundle.task.name, bundle.task.card_params(), bundle.card
         config = bundle.config.to_dict()
+    name = registry.display_name(key)  # as the picker names it
     source = ORIGIN_NAMES.get(entry.origin, entry.origin)
     return Row(key, _line(source, t("runs.state.ready"), name, _task(task, params), shape_text(config),
                           _settings(card.get("train")), card.get("steps"), card.get("seconds"), card), key=key)
