@@ -81,9 +81,9 @@ SIMILARITY_AXES_JS = """() => {
 }"""
 
 
-def test_the_position_similarity_map_stays_square_in_a_narrow_window(fresh_server, page):
+def test_the_position_similarity_map_stays_square_in_a_narrow_window(module_server, page):
     page.set_viewport_size({"width": 1024, "height": 768})
-    open_page(page, f"{fresh_server.url}/positions", "Positional encoding")
+    open_page(page, f"{module_server.url}/positions", "Positional encoding")
     page.wait_for_function(f"() => ({SIMILARITY_AXES_JS})() !== null", timeout=30_000)
     axes = page.evaluate(SIMILARITY_AXES_JS)
     last = axes["rows"] - 0.5  # the positions' cells from -0.5 to rows - 0.5, no empty band around them
@@ -98,7 +98,7 @@ KIND_SHOWN_JS = """() => {
 }"""
 
 
-def test_the_masks_attention_picker_shows_its_longest_choice_whole_at_1024(fresh_server, page):
+def test_the_masks_attention_picker_shows_its_longest_choice_whole_at_1024(module_server, page):
     page.set_viewport_size({"width": 1024, "height": 768})
-    open_page(page, f"{fresh_server.url}/masks?kind=decoder_self", "Masks")
+    open_page(page, f"{module_server.url}/masks?kind=decoder_self", "Masks")
     assert page.evaluate(KIND_SHOWN_JS) == {"shown": "Decoder self-attention (masked)", "cut": False}

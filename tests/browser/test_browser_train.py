@@ -288,9 +288,9 @@ def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_start_is_on_the_first_screen_at_1280x720(fresh_server, page, lang):
+def test_start_is_on_the_first_screen_at_1280x720(module_server, page, lang):
     page.set_viewport_size({"width": 1280, "height": 720})
-    open_app_page(page, f"{fresh_server.url}/train?lang={lang}")
+    open_app_page(page, f"{module_server.url}/train?lang={lang}")
     start = page.get_by_role("button", name={"en": "Start", "zh": "开始"}[lang], exact=True).bounding_box()
     assert start is not None and start["y"] + start["height"] <= 720, start
     screenshot(page, f"train-first-screen-1280-{lang}")
