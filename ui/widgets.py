@@ -1,6 +1,6 @@
 """Widgets and checks that several pages show, each written once: the model guard, the input box with the
-task's examples, the expected answer and the right/wrong verdict, the "longer than trained" warning, and how a
-token and a probability read in text."""
+task's examples, the layer and head pickers, the expected answer and the right/wrong verdict, the "longer than
+trained" warning, and how a token and a probability read in text."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from transformer.tasks import TaskError
 from . import model_registry as registry
 from .state import View
 
+PICKERS = {"layer": ("masks.layer", "attention.layer_n"), "head": ("masks.head", "attention.head_n")}  # label, option
 
 
 def no_model() -> str:
@@ -62,6 +63,16 @@ def input_picker(view: View, bundle: ModelBundle, help_text: str) -> str:
     view.widget("input", st.pills, t("app.examples"), examples, slot="examples",
                 to_widget=lambda _: text if text in examples else None, from_widget=lambda v: v)
     return text
+
+
+def layer_or_head(view: View, prop: str, count: int, shown: int, place=st, what: str | None = None,
+                  slot: str = "") -> int:
+    """A selectbox over `count` layers or heads (`what`, else `prop`: "layer" or "head"), each named 1-based
+    ("Layer 2"), showing the 0-based `shown` and bound to the 1-based prop `prop`, in `place` (a column, say);
+    returns the 0-based pick."""
+    label, option = PICKERS[what or prop]
+    return view.widget(prop, place.selectbox, t(label), range(count), slot=slot, to_widget=lambda _: shown,
+                       from_widget=lambda i: i + 1, format_func=lambda i: t(option, n=i + 1))
 
 
 def verdict(output: str, answer: str | None) -> str:

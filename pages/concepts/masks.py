@@ -15,7 +15,7 @@ from ui.failure import fragment
 from ui.markdown import literal
 from ui.state import View
 from ui.tables.masks import GREEDY, KINDS, MASKS, TARGETS
-from ui.widgets import finish, header, require_model
+from ui.widgets import finish, header, layer_or_head, require_model
 from transformer import charts
 from transformer.charts.export import chart_filename, without_masked
 from transformer.analysis.batch_size import MAX_BATCH, MIN_BATCH
@@ -84,13 +84,6 @@ def row(view: View, name: str, batch: MaskedBatch, default: int) -> int:
         view.refuse(name, t("masks.only_rows", n=len(batch.sources)))
         value = None
     return default if value is None else value - 1
-
-
-def pick_index(view: View, name: str, column, label: str, option: str, count: int, value: int) -> int:
-    """A selectbox over `count` layers or heads, shown 1-based (`option`: the catalog key of one, "Layer {n}"),
-    bound to prop `name`."""
-    return view.widget(name, column.selectbox, label, range(count), format_func=lambda i: t(option, n=i + 1),
-                       to_widget=lambda _: value, from_widget=lambda i: i + 1)
 
 
 def pick_row(view: View, name: str, column, label: str, batch: MaskedBatch, value: int) -> int:
@@ -210,10 +203,8 @@ def scores_and_weights(view: View, batch: MaskedBatch, cfg, task_name: str) -> N
     kind = view.widget("kind", p1.selectbox, t("masks.attention"), KINDS, format_func=charts.KIND_TITLES.get)
     layers = cfg.n_enc_layers if kind == "encoder_self" else cfg.n_dec_layers
     what = "masks.only_encoder_layers" if kind == "encoder_self" else "masks.only_decoder_layers"
-    layer = pick_index(view, "layer", p2, t("masks.layer"), "attention.layer_n", layers,
-                       index(view, "layer", layers, what))
-    head = pick_index(view, "head", p3, t("masks.head"), "attention.head_n", cfg.n_heads,
-                      index(view, "head", cfg.n_heads, "masks.only_heads"))
+    layer = layer_or_head(view, "layer", layers, index(view, "layer", layers, what), p2)
+    head = layer_or_head(view, "head", cfg.n_heads, index(view, "head", cfg.n_heads, "masks.only_heads"), p3)
     b = pick_row(view, "score_row", p4, t("masks.row"), batch,
                  row(view, "score_row", batch, by_length(batch)[len(batch.sources) // 2]))
     record = batch.trace.attention[kind][layer]
@@ -265,10 +256,10 @@ def without_causal(view: View, key: str, bundle, batch: MaskedBatch, targets_fro
         return
     open_ = traced(key, registry.version(key), tuple(batch.sources), targets_from, False)
     p1, p2, p3 = st.columns(3)
-    layer = pick_index(view, "open_layer", p1, t("masks.layer"), "attention.layer_n", cfg.n_dec_layers,
-                       index(view, "open_layer", cfg.n_dec_layers, "masks.only_decoder_layers"))
-    head = pick_index(view, "open_head", p2, t("masks.head"), "attention.head_n", cfg.n_heads,
-                      index(view, "open_head", cfg.n_heads, "masks.only_heads"))
+    layer = layer_or_head(view, "open_layer", cfg.n_dec_layers,
+                          index(view, "open_layer", cfg.n_dec_layers, "masks.only_decoder_layers"), p1, "layer")
+    head = layer_or_head(view, "open_head", cfg.n_heads, index(view, "open_head", cfg.n_heads, "masks.only_heads"),
+                         p2, "head")
     b = pick_row(view, "open_row", p3, t("masks.row"), batch, row(view, "open_row", batch, by_length(batch)[-1]))
     _, dec = labels(batch, b)
     records = [(run, name, run.trace.attention["decoder_self"][layer])

@@ -20,7 +20,7 @@ from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.attention import ATTENTION, KINDS
 from ui.widgets import (
-    finish, header, input_picker, require_model, verdict, warn_if_longer_than_trained,
+    finish, header, input_picker, layer_or_head, require_model, verdict, warn_if_longer_than_trained,
 )
 from transformer import charts
 from transformer.analysis.knockout import Head
@@ -101,14 +101,6 @@ def select_cell(view: View, point: int | None, n_keys: int) -> None:
     view.set("cell", None if point is None else divmod(point, n_keys))
 
 
-PICKERS = {"layer": ("masks.layer", "attention.layer_n"), "head": ("masks.head", "attention.head_n")}  # label, option
-
-
-def head_picker(view: View, prop: str, count: int, shown: int, kind: str) -> None:
-    """A layer or head selectbox (0-based options, 1-based labels and prop), one per kind of attention."""
-    label, option = PICKERS[prop]
-    view.widget(prop, st.selectbox, t(label), range(count), slot=kind, to_widget=lambda _: shown,
-                from_widget=lambda i: i + 1, format_func=lambda i: t(option, n=i + 1))
 
 
 def _head_facts(stats: dict, layer: int, head: int) -> str:
@@ -130,9 +122,9 @@ def one_head(view: View, amap: AttentionMap, task_name: str, source: tuple, knoc
     layer, head = shown_head(view, amap)
     pick_layer, pick_head, _ = st.columns([1, 1, 4])
     with pick_layer:
-        head_picker(view, "layer", amap.layers, layer, amap.kind)
+        layer_or_head(view, "layer", amap.layers, layer, slot=amap.kind)
     with pick_head:
-        head_picker(view, "head", amap.heads, head, amap.kind)
+        layer_or_head(view, "head", amap.heads, head, slot=amap.kind)
     stem = chart_filename(task_name, amap.kind, layer, head)
     chart_key = f"attention_big_{stem}"
     weights = amap.weights[layer, head]

@@ -20,7 +20,7 @@ from ui.runs_table import shape_text
 from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.compare import COMPARE
-from ui.widgets import finish, header, input_picker, no_model, verdict
+from ui.widgets import finish, header, input_picker, layer_or_head, no_model, verdict
 from transformer import charts
 from transformer.analysis.attention_maps import AttentionMap
 from transformer.network.budget import BudgetError, evaluation_estimate
@@ -35,7 +35,6 @@ from transformer.i18n import Texts, t
 SIDES = ("A", "B")
 KIND_NAMES = Texts({"cross": "charts.kind.cross", "encoder_self": "charts.kind.encoder_self",
                     "decoder_self": "attention.kind.decoder_self"})
-PICKERS = {"layer": ("masks.layer", "attention.layer_n"), "head": ("masks.head", "attention.head_n")}  # label, option
 
 
 class Side:
@@ -215,10 +214,7 @@ def attention(view: View, sides: list[Side], task_name: str) -> None:
     pick_layer, pick_head, _ = st.columns([1, 1, 3])
     for prop, count, value, col in (("layer", max(m.layers for m in maps), layer, pick_layer),
                                     ("head", max(m.heads for m in maps), head, pick_head)):
-        with col:
-            label, option = PICKERS[prop]
-            view.widget(prop, st.selectbox, t(label), range(count), to_widget=lambda _, v=value: v,
-                        from_widget=lambda i: i + 1, format_func=lambda i, key=option: t(key, n=i + 1))
+        layer_or_head(view, prop, count, value, col)
     heads = [head_of(m, layer, head) for m in maps]
     stem = chart_filename(task_name, kind, layer, head)
     versions = tuple((s.key, s.version) for s in sides)

@@ -22,7 +22,7 @@ from ui.panels.code_sections import SECTIONS, TITLES, Shown, indent_wrapped_line
 from ui.state import View
 from ui.tables.attention import KINDS
 from ui.tables.code import CODE
-from ui.widgets import expected, finish, header, input_picker, require_model, verdict
+from ui.widgets import expected, finish, header, input_picker, layer_or_head, require_model, verdict
 from transformer.i18n import t
 
 SCROLLS = "code_scrolls"  # session key: how often a section was picked here (each pick scrolls to it again)
@@ -81,12 +81,8 @@ def picks(view: View, maps: dict, cfg) -> tuple[str, int, int]:
     best_layer, best_head, _ = amap.best_aligned() or (0, 0, None)
     layer = index(view, "layer", amap.layers, best_layer, "code.only_layers")
     head = index(view, "head", amap.heads, best_head, "code.only_heads")
-    view.widget("layer", layer_col.selectbox, t("masks.layer"), range(amap.layers),
-                format_func=lambda i: t("attention.layer_n", n=i + 1), to_widget=lambda _: layer,
-                from_widget=lambda i: i + 1)
-    view.widget("head", head_col.selectbox, t("masks.head"), range(amap.heads),
-                format_func=lambda i: t("attention.head_n", n=i + 1), to_widget=lambda _: head,
-                from_widget=lambda i: i + 1)
+    layer_or_head(view, "layer", amap.layers, layer, layer_col)
+    layer_or_head(view, "head", amap.heads, head, head_col)
     return kind, layer, head
 
 
