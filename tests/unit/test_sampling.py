@@ -251,6 +251,8 @@ def test_sampling_bars_show_the_given_values_and_mark_the_drawn_token():
     for bar, values in zip(fig.data, stages.values()):
         np.testing.assert_array_equal(bar.x, values)
         assert list(bar.y) == ["a", "␣", "&lt;/s&gt;"] and list(bar.marker.line.width) == [0, 3, 0]
+    # hovering a bar reads its share as its label does (99.8%), not as a fraction (0.998)
+    assert all(bar.hovertemplate.startswith("token %{y}<br>") and "%{x:.3~p}" in bar.hovertemplate for bar in fig.data)
     with pytest.raises(ValueError):
         sampling_bars(["a"], {"model": [0.5, 0.5]})
 
@@ -266,6 +268,8 @@ def test_topk_bar_shows_values_on_each_scale_with_readable_labels(scale, title):
     lo, hi = fig.layout.xaxis.range
     assert lo <= min(values) and hi >= max(values)
     assert len(set(fig.data[0].text)) == 3  # the runners-up never all read the same "0.000"
+    # a probability hovers as a share, as its label reads; a log-probability or a logit as a number
+    assert ("%{x:.3~p}" if scale == "probability" else "%{x:.4g}") in fig.data[0].hovertemplate
     with pytest.raises(ValueError, match="scale"):
         topk_bar(["a"], [1.0], scale="odds")
 

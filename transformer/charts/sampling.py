@@ -36,7 +36,7 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
             marker=dict(color=STAGE_COLORS.get(name, HIGHLIGHT), line=dict(color="#222", width=outline)),
             text=["0" if v == 0 else f"{v:.1%}" if v >= 0.001 else "<0.1%" for v in p], textposition="outside",
             cliponaxis=False, textfont=dict(size=11),
-            hovertemplate=t("charts.hover.token_value", name=label) + EXTRA,
+            hovertemplate=t("charts.hover.token_share", name=label) + EXTRA,
         ))
     return figure(traces, title or t("charts.sampling.title"), height=17 * len(pieces) * len(stages) + 170, top=92,
                   barmode="group",
