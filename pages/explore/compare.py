@@ -349,6 +349,7 @@ def settings(sides: list[Side]) -> None:
     st.dataframe(diff, hide_index=True, key="compare_settings", column_config={
         "Setting": st.column_config.TextColumn(t("compare.settings.setting")),
         "Differs": st.column_config.CheckboxColumn(t("compare.settings.differs"), width="small")})
+    st.caption(t("compare.settings.names"))
     display.table_download(diff, "compare_settings", key="compare_settings_csv", label=t("compare.settings.csv"))
 
 

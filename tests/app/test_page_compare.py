@@ -107,6 +107,7 @@ def test_two_shipped_models_outputs_heads_difference_and_scores_match_a_recomput
     diff = next(d.value for d in at.dataframe if "Setting" in d.value.columns)
     differing = set(diff.loc[diff["Differs"], "Setting"])
     assert "task" in differing and "model.d_model" not in differing  # both 2+2 x 4 heads, d_model 64
+    assert any("`train.steps` is a run's step budget" in c.value for c in at.caption)  # what the names mean
     assert at.get("download_button")  # every chart's numbers, the table and the settings as CSV
 
 
