@@ -9,6 +9,7 @@ browser's address (`client`, where the server sees one: not on localhost), each 
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -102,6 +103,16 @@ def display_name(key: str) -> str:
     if origin == "positions":
         return f"positions/{name}"
     return bundle_for(key).name
+
+
+def file_name(key: str) -> str:
+    """The name model `key` downloads under (the checkpoints page, the runs table): its shipped file's, else its
+    own name with every run of characters other than letters, digits, "_", "." and "-" as one "-"."""
+    entry = entries()[key]
+    if entry.path is not None:
+        return entry.path.name
+    stem = re.sub(r"[^\w.-]+", "-", bundle_for(key).name).strip("-")
+    return f"{stem or 'model'}.safetensors"
 
 
 def shipped_entries() -> list[ModelEntry]:

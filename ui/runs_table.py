@@ -5,7 +5,6 @@ both), one to make active, one to download."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import pandas as pd
@@ -157,9 +156,7 @@ def refusal(exc: StoreError) -> str:
 def file_name(row: Row) -> str:
     if row.run is not None:
         return f"{row.run.task.name}-run{row.run.number}.safetensors"
-    entry = registry.entries()[row.key]
-    return entry.path.name if entry.path is not None else \
-        f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', registry.bundle_for(row.key).name)}.safetensors"
+    return registry.file_name(row.key)
 
 
 def file_bytes(row: Row) -> bytes:

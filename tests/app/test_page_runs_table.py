@@ -4,6 +4,8 @@ made active or downloaded."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from helpers.repo import REVERSE, ROOT, needs_reverse
 from helpers.tiny_runs import stop, tiny_run
@@ -121,6 +123,21 @@ def test_a_run_downloads_as_a_checkpoint_of_its_weights(session, tmp_path):
         for name, tensor in second.bundle().model.state_dict().items():
             assert (f.get_tensor(name) == tensor).all()
     assert path.name == "reverse-run2.safetensors"
+
+
+def test_a_model_downloads_under_its_files_name_or_its_own_name_made_safe(clean_caches, monkeypatch):
+    """The checkpoints page's download and the runs table's name a model alike: a shipped one by its file (the
+    under-trained reverse model as reverse-early, not its card's "reverse, under-trained (200 steps)"), any other by
+    its own name with nothing a file system or a link could misread."""
+    shipped = registry.shipped_entries()
+    assert "reverse-early.safetensors" in [entry.path.name for entry in shipped]
+    for entry in shipped:
+        assert registry.file_name(entry.key) == entry.path.name
+    monkeypatch.setattr(registry, "entries", lambda: {"trained:1": registry.ModelEntry("trained:1", "x", "trained")})
+    for name, stem in (("reverse, under-trained (200 steps)", "reverse-under-trained-200-steps"),
+                       ("../../etc/passwd", "..-..-etc-passwd"), ("反转 模型", "反转-模型"), ("???", "model")):
+        monkeypatch.setattr(registry, "bundle_for", lambda key, name=name: SimpleNamespace(name=name))
+        assert registry.file_name("trained:1") == f"{stem}.safetensors"
 
 
 def test_launching_a_run_keeps_the_previous_one_and_the_history_is_bounded(monkeypatch):
