@@ -105,13 +105,12 @@ def display_name(key: str) -> str:
     return bundle_for(key).name
 
 
-def file_name(key: str) -> str:
-    """The name model `key` downloads under (the checkpoints page, the runs table): its shipped file's, else its
+def file_name(entry: ModelEntry) -> str:
+    """The name `entry`'s model downloads under (the checkpoints page, the runs table): its shipped file's, else its
     own name with every run of characters other than letters, digits, "_", "." and "-" as one "-"."""
-    entry = entries()[key]
     if entry.path is not None:
         return entry.path.name
-    stem = re.sub(r"[^\w.-]+", "-", bundle_for(key).name).strip("-")
+    stem = re.sub(r"[^\w.-]+", "-", bundle_for(entry.key).name).strip("-")
     return f"{stem or 'model'}.safetensors"
 
 

@@ -156,7 +156,7 @@ def refusal(exc: StoreError) -> str:
 def file_name(row: Row) -> str:
     if row.run is not None:
         return f"{row.run.task.name}-run{row.run.number}.safetensors"
-    return registry.file_name(row.key)
+    return registry.file_name(registry.entries()[row.key])
 
 
 def file_bytes(row: Row) -> bytes:

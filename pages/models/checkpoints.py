@@ -201,7 +201,7 @@ def actions(view: View, key: str, entry: registry.ModelEntry, bundle: ModelBundl
     row.download_button(
         t("checkpoints.actions.download"),
         data=entry.path.read_bytes if entry.path else lambda: bundle_to_bytes(bundle),
-        file_name=registry.file_name(key), mime="application/octet-stream", key="ckpt_download",
+        file_name=registry.file_name(entry), mime="application/octet-stream", key="ckpt_download",
         icon=":material/download:", on_click="ignore", width="stretch", help=t("checkpoints.actions.download_help"))
     row.button(t("checkpoints.actions.remove"), icon=":material/delete:", key="ckpt_remove",
                disabled=entry.origin == "shipped", on_click=callback(remove), args=(view, key), width="stretch",

@@ -132,12 +132,12 @@ def test_a_model_downloads_under_its_files_name_or_its_own_name_made_safe(clean_
     shipped = registry.shipped_entries()
     assert "reverse-early.safetensors" in [entry.path.name for entry in shipped]
     for entry in shipped:
-        assert registry.file_name(entry.key) == entry.path.name
-    monkeypatch.setattr(registry, "entries", lambda: {"trained:1": registry.ModelEntry("trained:1", "x", "trained")})
+        assert registry.file_name(entry) == entry.path.name
+    trained = registry.ModelEntry("trained:1", "x", "trained")
     for name, stem in (("reverse, under-trained (200 steps)", "reverse-under-trained-200-steps"),
                        ("../../etc/passwd", "..-..-etc-passwd"), ("反转 模型", "反转-模型"), ("???", "model")):
         monkeypatch.setattr(registry, "bundle_for", lambda key, name=name: SimpleNamespace(name=name))
-        assert registry.file_name("trained:1") == f"{stem}.safetensors"
+        assert registry.file_name(trained) == f"{stem}.safetensors"
 
 
 def test_launching_a_run_keeps_the_previous_one_and_the_history_is_bounded(monkeypatch):
