@@ -101,8 +101,6 @@ def select_cell(view: View, point: int | None, n_keys: int) -> None:
     view.set("cell", None if point is None else divmod(point, n_keys))
 
 
-
-
 def _head_facts(stats: dict, layer: int, head: int) -> str:
     """This head's statistics in words, with its rank by alignment when the task has one."""
     facts = [t("attention.facts.entropy", bits=stats["entropy_bits"][layer, head]),
