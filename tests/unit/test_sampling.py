@@ -268,8 +268,8 @@ def test_topk_bar_shows_values_on_each_scale_with_readable_labels(scale, title):
     lo, hi = fig.layout.xaxis.range
     assert lo <= min(values) and hi >= max(values)
     assert len(set(fig.data[0].text)) == 3  # the runners-up never all read the same "0.000"
-    # a probability hovers as a share, as its label reads; a log-probability or a logit as a number
-    assert ("%{x:.3~p}" if scale == "probability" else "%{x:.4g}") in fig.data[0].hovertemplate
+    # every scale hovers as a number, as its label reads (0.998, not 99.8%; the sampling bars' labels are shares)
+    assert "%{x:.4g}" in fig.data[0].hovertemplate and "%{x:.3~p}" not in fig.data[0].hovertemplate
     with pytest.raises(ValueError, match="scale"):
         topk_bar(["a"], [1.0], scale="odds")
 

@@ -72,8 +72,7 @@ def topk_spec(pieces: list[str], probs, chosen: str | None = None, title: str | 
     bars = dict(
         type="bar", x=p, y=labels, orientation="h", marker=dict(color=colors),
         text=[bar_text(float(v), scale) for v in p], textposition="outside", cliponaxis=False,
-        hovertemplate=t("charts.hover.token_share" if scale == "probability" else "charts.hover.token_value",
-                        name=name) + EXTRA,
+        hovertemplate=t("charts.hover.token_value", name=name) + EXTRA,  # a number, as bar_text labels it
     )
     if scale == "probability":
         xaxis = dict(range=[0, 1.12], tickformat=".0%")
