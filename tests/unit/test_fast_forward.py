@@ -19,7 +19,10 @@ from transformer.network.positional import alibi_bias, alibi_slopes
 from transformer.network.special_tokens import PAD
 from transformer.tasks import make_task
 from transformer.training.config import TrainConfig
-from transformer.training.fast_forward import WRITTEN_OUT_MAX, additive_mask, fast_attention, packed_logits
+from transformer.training import fast_forward
+from transformer.training.fast_forward import (
+    WRITTEN_OUT_MAX, additive_mask, fast_attention, packed_logits, row_softmax,
+)
 from transformer.training.packing import Grid, Packing
 from transformer.training.trainer import Trainer
 
@@ -155,6 +158,24 @@ def test_the_fast_kernel_computes_the_networks_attention(n, alibi):
             assert torch.allclose(got, want, atol=1e-5)
     additive = additive_mask(padding_mask(ids))
     assert additive.dtype == torch.float32 and additive[1, 0, 0, 2] == torch.finfo(torch.float32).min
+
+
+@pytest.mark.parametrize("width", [1, 8, 16])
+def test_the_padded_softmax_is_torchs_softmax(monkeypatch, width):
+    """Rows shorter than the kernel's vector, padded with -inf keys and cut back: torch.softmax's weights and
+    gradients, masked keys (the additive mask's most negative float) included, at every row length."""
+    monkeypatch.setattr(fast_forward, "SOFTMAX_WIDTH", width)
+    g = torch.Generator().manual_seed(1)
+    for keys in (1, 3, 5, 8, 12, 16, 17):
+        scores = torch.randn(6, 4, keys, generator=g, dtype=torch.float64)
+        scores[:, 1:, 0] = torch.finfo(scores.dtype).min if keys > 1 else 0.0
+        scores.requires_grad_(True)
+        weights, want = row_softmax(scores), torch.softmax(scores, -1)
+        assert weights.shape == want.shape and torch.allclose(weights, want, atol=1e-12)
+        pull = torch.randn(weights.shape, generator=g, dtype=torch.float64)
+        got, = torch.autograd.grad(weights, scores, pull)
+        expected, = torch.autograd.grad(want, scores, pull)
+        assert torch.isfinite(got).all() and torch.allclose(got, expected, atol=1e-12), keys
 
 
 def test_a_grid_splits_and_merges_heads_as_the_network_does():

@@ -6,7 +6,8 @@ norms, feed-forward networks, projections and generator, exactly as the network 
 - each side of the batch runs on its real rows only (`packing.Packing`), unless it is mostly real tokens
   (`DENSE`), where it runs padded (`packing.Grid`);
 - attention takes ready additive masks (built once per pass) and runs `fast_attention`: on the CPU, for short
-  sequences, the arithmetic written out with the mask and the scale added inside one `baddbmm`; otherwise
+  sequences, the arithmetic written out with the mask and the scale added inside one `baddbmm` (and short rows
+  padded for the softmax: `row_softmax`); otherwise
   torch's fused `scaled_dot_product_attention`.
 
 Its logits, loss and gradients equal the network's padded pass's to float rounding (tests/unit/test_fast_forward.py);
@@ -40,6 +41,12 @@ DENSE = 0.85
 # default-model training step 1-3.5% cheaper in alternating runs); 32 x 32 about equal; 64 x 64 SDPA 17%
 # cheaper, 128 x 128 1.5x.
 WRITTEN_OUT_MAX = 32 * 32
+# torch's CPU softmax over rows shorter than one of its vectors (16 floats under AVX-512, 8 under AVX2) runs them
+# as a slow tail: forward and backward, (256, 8, 8) 522 µs against 153 padded to 16 under AVX-512, (256, 5, 5) 227
+# against 98 padded to 8 under AVX2 (one thread, an Intel Xeon family 6 model 167, 2026-11-30). `addition`'s step
+# (rows of 5 and 8 keys) 0.93-0.95x under AVX-512, ~1x under AVX2; tasks with rows of 16 keys or more: unchanged.
+# Other kernels (ARM's): no padding.
+SOFTMAX_WIDTH = {"AVX512": 16, "AVX2": 8}.get(torch.backends.cpu.get_cpu_capability(), 1)
 
 Layout = Packing | Grid
 
@@ -94,10 +101,19 @@ def fast_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
         shared = additive.dim() == 4 and additive.size(0) == additive.size(1) == 1
         additive = additive[0, 0] if shared else additive.expand(batch, heads, *additive.shape[-2:]).flatten(0, 1)
         scores = torch.baddbmm(additive, q, k.transpose(1, 2), alpha=scale)
-    weights = torch.softmax(scores, -1)
+    weights = row_softmax(scores)
     if dropout_p > 0:
         weights = F.dropout(weights, dropout_p)
     return torch.bmm(weights, v).view(batch, heads, queries, d_head)
+
+
+def row_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """torch.softmax over the last dimension; a row shorter than SOFTMAX_WIDTH padded with keys of -inf (weight
+    0, gradient 0) up to it, and cut back after."""
+    keys = scores.size(-1)
+    if keys >= SOFTMAX_WIDTH:
+        return torch.softmax(scores, -1)
+    return torch.softmax(F.pad(scores, (0, SOFTMAX_WIDTH - keys), value=float("-inf")), -1)[..., :keys]
 
 
 def _layout(real: torch.Tensor) -> Layout:
