@@ -88,11 +88,6 @@ def token_text(piece: str) -> str:
     return html.unescape(display_piece(piece))
 
 
-def pct(p: float) -> str:
-    """A probability as a percentage, small ones in scientific notation so they do not all read 0.0%."""
-    return f"{p:.1%}" if p >= 0.001 else f"{p:.1e}"
-
-
 def expected(task, text: str) -> tuple[str | None, str]:
     """(the task's right answer, "") or (None, why there is none)."""
     try:

@@ -23,11 +23,11 @@ from ui.step_player import CHIP, CHIP_STYLES, FORCED_RING
 from ui.tables.decode import DECODE
 from ui.panels.decode_search import beam_panel, sampling_panel
 from ui.widgets import (
-    expected, finish, header, input_picker, pct, require_model, token_text, verdict, warn_if_longer_than_trained,
+    expected, finish, header, input_picker, require_model, token_text, verdict, warn_if_longer_than_trained,
 )
 from transformer.charts.animation import STEP_KINDS, decode_step_spec
 from transformer.charts import TOPK_SCALES, token_labels, topk_spec
-from transformer.charts.common import display_piece
+from transformer.charts.common import display_piece, probability_text
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.charts.export import chart_filename
 from transformer.network.special_tokens import BOS, EOS, PAD, UNK
@@ -78,12 +78,12 @@ def step_sentence(result: DecodeResult, index: int) -> str:
     step = result.steps[index]
     if step.forced:
         own = step.topk[0]
-        line = t("decode.sentence.forced", n=index + 1, token=html_code(step.piece), prob=pct(step.prob),
-                 own=html_code(own.piece), own_prob=pct(own.prob))
+        line = t("decode.sentence.forced", n=index + 1, token=html_code(step.piece), prob=probability_text(step.prob),
+                 own=html_code(own.piece), own_prob=probability_text(own.prob))
         if not any(c.id == step.token for c in step.topk):
             line += t("decode.sentence.not_topk", k=len(step.topk))
         return line
-    return t("decode.sentence.chosen", n=index + 1, token=html_code(step.piece), prob=pct(step.prob))
+    return t("decode.sentence.chosen", n=index + 1, token=html_code(step.piece), prob=probability_text(step.prob))
 
 
 def player_steps(result: DecodeResult) -> list[dict]:
@@ -120,7 +120,7 @@ def force_panel(view: View, tokenizer, result: DecodeResult, index: int) -> None
     order = [i for i in probs.argsort(descending=True).tolist() if i not in (PAD, BOS, UNK)]
     model_choice = step.topk[0].id
     default = next(n for n, i in enumerate(order) if i != model_choice)
-    labels = {i: f"{token_text(tokenizer.piece(i))}  ·  {pct(float(probs[i]))}" for i in order}
+    labels = {i: f"{token_text(tokenizer.piece(i))}  ·  {probability_text(float(probs[i]))}" for i in order}
     with st.container(border=True):
         st.markdown(t("decode.force.title", n=index + 1))
         pick = st.selectbox(t("decode.force.token"), order, index=default, format_func=labels.get,

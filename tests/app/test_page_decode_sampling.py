@@ -10,6 +10,7 @@ import torch
 
 from helpers.plotly_specs import array, player_step, spec, step_spec
 from helpers.repo import REVERSE, needs_reverse, open_link
+from transformer.charts.common import probability_text
 from transformer.network.decoding import DecodeError, greedy_decode
 from transformer.network.sampling import SampleSettings, output_logits, samples
 from transformer.store.checkpoints import load_bundle
@@ -82,8 +83,9 @@ def test_default_samples_and_distributions_equal_the_library(page, bundle):
                                                                                     step.filtered)):
         np.testing.assert_allclose(shown[name][:-1], full[ids].numpy(), rtol=1e-6)
         assert float(full.sum()) == pytest.approx(1.0, abs=1e-9) and shown[name].sum() == pytest.approx(1.0, abs=1e-6)
-    texts = [t for bar in chart["data"] for t in bar["text"]]  # no bar reads like 1e-07: shares in percent
-    assert not [t for t in texts if "e-" in t] and all(t in ("0", "<0.1%") or t.endswith("%") for t in texts)
+    for bar in chart["data"]:  # each reads its share in percent, as the axis does (not 1e-07)
+        assert list(bar["text"]) == [probability_text(v) for v in array(bar["x"])] and all(
+            text == "0" or text.endswith("%") for text in bar["text"])
     assert chart["layout"]["height"] <= 17 * 3 * 4 + 170  # a few bars, not eight tokens' worth of 1e-07
     assert any(m.value.startswith(f"**Step 1:** drew **{code(step.piece)}**") for m in page.markdown)
 

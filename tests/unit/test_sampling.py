@@ -251,6 +251,8 @@ def test_sampling_bars_show_the_given_values_and_mark_the_drawn_token():
     for bar, values in zip(fig.data, stages.values()):
         np.testing.assert_array_equal(bar.x, values)
         assert list(bar.y) == ["a", "␣", "&lt;/s&gt;"] and list(bar.marker.line.width) == [0, 3, 0]
+    assert [list(bar.text) for bar in fig.data] == [["50.0%", "30.0%", "20.0%"], ["70.0%", "20.0%", "10.0%"],
+                                                    ["80.0%", "20.0%", "0"]]
     # hovering a bar reads its share as its label does (99.8%), not as a fraction (0.998)
     assert all(bar.hovertemplate.startswith("token %{y}<br>") and "%{x:.3~p}" in bar.hovertemplate for bar in fig.data)
     with pytest.raises(ValueError):
@@ -267,11 +269,23 @@ def test_topk_bar_shows_values_on_each_scale_with_readable_labels(scale, title):
     assert fig.layout.xaxis.title.text.startswith(title)
     lo, hi = fig.layout.xaxis.range
     assert lo <= min(values) and hi >= max(values)
-    assert len(set(fig.data[0].text)) == 3  # the runners-up never all read the same "0.000"
-    # every scale hovers as a number, as its label reads (0.998, not 99.8%; the sampling bars' labels are shares)
-    assert "%{x:.4g}" in fig.data[0].hovertemplate and "%{x:.3~p}" not in fig.data[0].hovertemplate
+    assert len(set(fig.data[0].text)) == 3  # the runners-up never all read the same "0.0%"
+    # probabilities read and hover as shares, as the axis and the sampling bars write them; the other scales as numbers
+    if scale == "probability":
+        assert list(fig.data[0].text) == ["100.0%", "0.004%", "0"]
+        assert "%{x:.3~p}" in fig.data[0].hovertemplate
+    else:
+        assert "%{x:.4g}" in fig.data[0].hovertemplate and "%{x:.3~p}" not in fig.data[0].hovertemplate
     with pytest.raises(ValueError, match="scale"):
         topk_bar(["a"], [1.0], scale="odds")
+
+
+@pytest.mark.parametrize("p,text", [(0.9996, "100.0%"), (0.5, "50.0%"), (0.001, "0.1%"), (0.00042, "0.042%"),
+                                    (4.2e-6, "0.00042%"), (1e-6, "0.0001%"), (3.1e-7, "3.1e-05%"), (0.0, "0")])
+def test_a_probability_reads_as_a_share_and_a_small_one_never_as_zero(p, text):
+    from transformer.charts.common import probability_text
+
+    assert probability_text(p) == text
 
 
 def test_the_tokens_that_matter_are_those_with_a_share_in_some_stage_and_the_drawn_one():

@@ -44,6 +44,14 @@ def display_piece(piece: str) -> str:
     return "␣" if piece == " " else html.escape(piece, quote=False)
 
 
+def probability_text(p: float) -> str:
+    """A probability as the app writes it, a share as the axes do: "99.8%"; one under 0.1% to two significant
+    digits ("0.0042%", "3.1e-05%"), so that runners-up never read alike as "0.0%"; "0" for none at all."""
+    if p == 0:
+        return "0"
+    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
 def token_labels(pieces: list[str]) -> list[str]:
     """Axis labels "03 e": position, then the piece, so repeated tokens stay distinct. Specials arrive
     HTML-escaped ("00 &lt;s&gt;") and read "00 <s>" on the chart; `html.unescape` gives the plain text."""

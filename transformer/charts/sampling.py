@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from transformer.i18n import Texts, t
 
-from .common import CATEGORY_AXIS, EXTRA, HIGHLIGHT, check_labels, display_piece, figure
+from .common import CATEGORY_AXIS, EXTRA, HIGHLIGHT, check_labels, display_piece, figure, probability_text
 
 # stage -> bar colour (Okabe-Ito): the model's own distribution, after temperature, after the filters
 STAGE_COLORS = {"model": "#9a9a9a", "tempered": "#56B4E9", "filtered": "#0072B2"}
@@ -19,8 +19,8 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
                   title: str | None = None) -> go.Figure:
     """Grouped horizontal bars, one group per token (in the given order from the top) and one bar per stage
     (`stages`: stage -> probabilities of `pieces`, in STAGE_COLORS order when named so; a stage of another name
-    is shown by that name). The drawn token's bars are outlined; a token the filters dropped reads "0", one under
-    0.1% "<0.1%"."""
+    is shown by that name). The drawn token's bars are outlined; each reads its share (`probability_text`: a token the
+    filters dropped "0")."""
     if not stages:
         raise ValueError("at least one stage of probabilities is needed")
     traces = []
@@ -34,7 +34,7 @@ def sampling_bars(pieces: list[str], stages: dict[str, np.ndarray], drawn: str |
         traces.append(go.Bar(
             x=p, y=[display_piece(piece) for piece in pieces], orientation="h", name=label,
             marker=dict(color=STAGE_COLORS.get(name, HIGHLIGHT), line=dict(color="#222", width=outline)),
-            text=["0" if v == 0 else f"{v:.1%}" if v >= 0.001 else "<0.1%" for v in p], textposition="outside",
+            text=[probability_text(v) for v in p], textposition="outside",
             cliponaxis=False, textfont=dict(size=11),
             hovertemplate=t("charts.hover.token_share", name=label) + EXTRA,
         ))

@@ -9,7 +9,7 @@ from transformer.i18n import t
 
 from .common import (
     CATEGORY_AXIS, EXTRA, HIGHLIGHT, MUTED, WEIGHT_SCALE, display_piece, figure, figure_spec, panel_axes,
-    side_by_side,
+    probability_text, side_by_side,
 )
 
 # metric key (as in headstats.head_stats) -> (panel title's catalog key: on two lines to fit a 200 px panel, fixed
@@ -47,12 +47,10 @@ TOPK_SCALES = {
 
 
 def bar_text(value: float, scale: str) -> str:
-    """A bar's label: probabilities to 3 decimals (small ones in scientific notation, so they never read 0.000),
-    log-probabilities and logits to 2 decimals (small ones to 2 significant digits)."""
-    if scale == "probability" and 0 < value < 0.001:
-        return f"{value:.1e}"
+    """A bar's label: probabilities as shares (`probability_text`), log-probabilities and logits to 2 decimals (small
+    ones to 2 significant digits)."""
     if scale == "probability":
-        return f"{value:.3f}"
+        return probability_text(value)
     return f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"  # -0.00031, not -0.00
 
 
@@ -72,7 +70,8 @@ def topk_spec(pieces: list[str], probs, chosen: str | None = None, title: str | 
     bars = dict(
         type="bar", x=p, y=labels, orientation="h", marker=dict(color=colors),
         text=[bar_text(float(v), scale) for v in p], textposition="outside", cliponaxis=False,
-        hovertemplate=t("charts.hover.token_value", name=name) + EXTRA,  # a number, as bar_text labels it
+        hovertemplate=t("charts.hover.token_share" if scale == "probability" else "charts.hover.token_value",
+                        name=name) + EXTRA,  # as bar_text labels it
     )
     if scale == "probability":
         xaxis = dict(range=[0, 1.12], tickformat=".0%")

@@ -14,11 +14,12 @@ import streamlit as st
 from transformer import charts
 from transformer.analysis.code_tour import BY_KEY, SIDES, SUBLAYERS, Tour, source, where
 from transformer.bundle import ModelBundle
+from transformer.charts.common import probability_text
 from transformer.i18n import Texts, sentences, t
 from transformer.network.decoding import DecodeResult
 from ui import decodes, display
 from ui.markdown import code
-from ui.widgets import pct, token_text
+from ui.widgets import token_text
 
 TITLES = Texts({"embeddings": "code.title.embeddings", "attention": "code.title.attention",
                 "multi_head": "code.title.multi_head", "masks": "code.title.masks",
@@ -325,8 +326,8 @@ def generator(shown: Shown) -> None:
     st.markdown(computed() + shapes(log_probs=log_probs))
     reads = [token_text(p) for p in shown.tour.target_pieces]
     st.dataframe(pd.DataFrame([{t("masks.table.position"): i, t("code.table.reads"): read,
-                                t("code.table.likeliest"): a, t("charts.topk.probability"): pct(p),
-                                t("code.table.runner_up"): b, t("code.table.its_probability"): pct(q)}
+                                t("code.table.likeliest"): a, t("charts.topk.probability"): probability_text(p),
+                                t("code.table.runner_up"): b, t("code.table.its_probability"): probability_text(q)}
                                for i, (read, (a, p, b, q)) in enumerate(zip(reads, top_two(log_probs,
                                                                                           shown.bundle.tokenizer)))]),
                  hide_index=True, width="content")
@@ -340,7 +341,8 @@ def greedy(shown: Shown) -> None:
     gap = float(np.abs(shown.tour.log_probs - np.stack([s.log_probs.numpy() for s in steps])).max())
     st.markdown(computed())
     st.dataframe(pd.DataFrame([{t("errors.failures.step"): s.index + 1, t("code.table.reads"): token_text(read),
-                                t("code.table.writes"): token_text(s.piece), t("charts.topk.probability"): pct(s.prob)}
+                                t("code.table.writes"): token_text(s.piece),
+                                t("charts.topk.probability"): probability_text(s.prob)}
                                for s, read in zip(steps, shown.greedy.prefix_pieces)]), hide_index=True,
                  width="content")
     st.caption(t("code.greedy.caption", gap=gap))

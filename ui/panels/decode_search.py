@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 
 from transformer.charts import sampling_bars, tokens_that_matter
+from transformer.charts.common import probability_text
 from transformer.charts.export import chart_filename
 from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.network.sampling import SampleResult, SampleSettings, samples
@@ -20,7 +21,7 @@ from ui.failure import fragment
 from ui.markdown import code, literal
 from ui.state import View
 from ui.tables.decode import BEAM_WIDTHS, DECODE, SAMPLES
-from ui.widgets import expected, pct, token_text, verdict
+from ui.widgets import expected, token_text, verdict
 from transformer.i18n import t
 
 SAMPLES_KEY = "decode_samples_drawn"  # session key: (what they were drawn for, the samples)
@@ -39,7 +40,7 @@ def beam_panel(view: View, source: decodes.Source, bundle, greedy: DecodeResult)
         with column.container(border=True):
             st.markdown(f"**{name}**")
             st.markdown(f"{code(output or t('decode.empty'))} {verdict(output, answer)}")
-            st.markdown(t("decode.beam.score", score=score, prob=pct(math.exp(score))))
+            st.markdown(t("decode.beam.score", score=score, prob=probability_text(math.exp(score))))
     if beam.text == greedy.output_text:
         st.caption(":material/check: " + t("decode.beam.same"))
         if not bundle.card.get("under_trained") and BEAM_DEMO in registry.entries():
@@ -100,8 +101,9 @@ def sampling_chart(bundle, drawn: SampleResult, index: int) -> None:
     shown = {name: np.append(p[ids], p[rest].sum()) if len(rest) else p[ids] for name, p in stages.items()}
     fig = sampling_bars(pieces, shown, drawn=step.piece, title=t("decode.sampling.title", n=index + 1))
     show_figure(fig, chart_filename(bundle.task.name, "sampling", step=index), key="decode_chart_sampling")
-    st.markdown(t("decode.sampling.drew", n=index + 1, token=code(token_text(step.piece)), prob=pct(step.prob),
-                  alone=pct(float(step.probs[step.token])), kept=step.kept, vocab=vocab))
+    st.markdown(t("decode.sampling.drew", n=index + 1, token=code(token_text(step.piece)),
+                  prob=probability_text(step.prob), alone=probability_text(float(step.probs[step.token])),
+                  kept=step.kept, vocab=vocab))
     st.caption(t("decode.sampling.bars", n=len(rest)))
 
 
