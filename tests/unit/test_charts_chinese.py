@@ -5,6 +5,7 @@ colour-bar titles, annotations, legend and hover texts hold no English outside t
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -64,6 +65,17 @@ def words_of(build) -> list[str]:
 def test_a_chart_built_in_chinese_has_no_english(name):
     with using("zh"):
         assert words_of(FIGURES[name]) == []
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_no_line_of_a_chinese_chart_strands_one_character(name):
+    """A label the chart breaks over lines (<br>) never leaves one Chinese character alone on a line (the diagram's
+    stacks read "×2 / 编码器 / 层"). Its notes only: a hover's or a legend's line may be a one-character word (键)."""
+    with using("zh"):
+        spec = json.loads(FIGURES[name]().to_json())
+    notes = [note.get("text") or "" for note in spec["layout"].get("annotations", [])]
+    lines = [line.strip() for text in notes for line in re.split(r"<br\s*/?>", text)]
+    assert not [line for line in lines if len(line) == 1 and "\u4e00" <= line <= "\u9fff"]
 
 
 def test_the_same_charts_write_english_by_default():  # and the check above finds it
