@@ -187,8 +187,8 @@ def by_length(view: View, key: str, version: int, bundle) -> None:
     outside = [r for r in rows if not r["trained"]]
     if outside:
         worst = min(outside, key=lambda r: r["exact_match"])
-        st.caption(t("errors.lengths.caption", share=worst["exact_match"], length=worst["length"],
-                     n=report["samples_per_length"]))
+        st.caption(t("errors.lengths.caption" if len(outside) > 1 else "errors.lengths.caption_one",
+                     share=worst["exact_match"], length=worst["length"], n=report["samples_per_length"]))
     view.sync_url()
 
 

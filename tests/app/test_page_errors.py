@@ -106,6 +106,10 @@ def test_the_by_length_view_marks_the_trained_lengths_and_refuses_what_the_model
     assert array(exact["x"]).tolist() == list(range(1, 18))
     assert np.allclose(array(exact["y"]), [r["exact_match"] for r in want])
     assert np.allclose(array(accuracy["y"]), [r["token_accuracy"] for r in want])
+    past = [c.value for c in at.caption if c.value.startswith("Past the trained lengths")]
+    caption = (f"Past the trained lengths: exact match {want[-1]['exact_match']:.1%} at length 17, the one length "
+               "outside the shaded band, on 100 inputs.")
+    assert past == [caption]  # not "the lowest" of one length
     at.number_input(key="errors_len_to_widget").set_value(20).run()
     assert not at.exception
     assert "inputs of length 18 need 19 positions" in at.error[0].value and "at most 17 tokens" in at.error[0].value
