@@ -7,8 +7,7 @@ norms, feed-forward networks, projections and generator, exactly as the network 
   (`DENSE`), where it runs padded (`packing.Grid`);
 - attention takes ready additive masks (built once per pass) and runs `fast_attention`: on the CPU, for short
   sequences, the arithmetic written out with the mask and the scale added inside one `baddbmm` (and short rows
-  padded for the softmax: `row_softmax`); otherwise
-  torch's fused `scaled_dot_product_attention`.
+  padded for the softmax: `row_softmax`); otherwise torch's fused `scaled_dot_product_attention`.
 
 Its logits, loss and gradients equal the network's padded pass's to float rounding (tests/unit/test_fast_forward.py);
 a default training step is ~12% cheaper than the padded pass (docs/MEASUREMENTS.md). Nothing is traced here:
