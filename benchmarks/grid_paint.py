@@ -23,13 +23,11 @@ import functools
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +50,7 @@ from transformer.network.decoding import greedy_decode, teacher_forced  # noqa: 
 from transformer.charts.export import browser_path  # noqa: E402
 from transformer.network.model import EncoderDecoder  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
-from serving import end_process  # noqa: E402
+from launch import end_process, free_port, run_args, wait_healthy  # noqa: E402
 from timing import CHROMIUM_ARGS, median_ms, plot_page  # noqa: E402
 
 LAYERS, HEADS, D_MODEL = 3, 8, 128
@@ -135,24 +133,13 @@ def figure_benchmark(browser, bundle: ModelBundle, repeats: int) -> dict:
 @contextlib.contextmanager
 def streamlit_server(app_root: Path):
     """`streamlit run app.py` in `app_root` on a free loopback port; yields its URL, stops it by its pid."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
-                             "--server.address=127.0.0.1", f"--server.port={port}",
-                             "--browser.gatherUsageStats=false"],
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", *run_args("app.py", port)],
                             cwd=app_root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                if time.time() > deadline:
-                    raise RuntimeError("streamlit did not start") from None
-                time.sleep(0.3)
+        if not wait_healthy(url, proc, 120, 0.3):
+            raise RuntimeError("streamlit did not start")
         yield url
     finally:
         end_process(proc, 10)

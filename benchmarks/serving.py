@@ -10,16 +10,15 @@ import gc
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from launch import end_process, free_port, run_args, wait_healthy
 from timing import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,12 +94,6 @@ PLAYER_STEP_JS = """async (name) => {
 HEALTH_POLL_SECONDS = 0.02
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class AppServer:
     """`streamlit run app.py` (or `script`) on 127.0.0.1 at a free port, with `env` added to its environment (and
     a model store of its own); stopped by its pid. With `timed`, every script or fragment run of app.py is timed
@@ -117,9 +110,7 @@ class AppServer:
         if timed:
             command = [sys.executable, str(Path(__file__).resolve()), str(self.port), str(self.runs_log)]
         else:
-            command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless=true",
-                       "--server.address=127.0.0.1", f"--server.port={self.port}",
-                       "--browser.gatherUsageStats=false"]
+            command = [sys.executable, "-m", "streamlit", *run_args(script, self.port)]
         environment = {**os.environ, "AP_MODEL_STORE": store, **(env or {})}
         # Python keeps each module it compiles (__pycache__) unless told not to, as this project's machines tell it:
         # the server then compiled the app's own ~100 modules at every start (60 ms of its first run), which a
@@ -128,16 +119,9 @@ class AppServer:
         self.proc = subprocess.Popen(command, cwd=ROOT, env=environment,
                                      stdout=self.log.open("w"), stderr=subprocess.STDOUT,
                                      preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).read() == b"ok":
-                    return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"streamlit did not start; see {self.log}") from None
-                time.sleep(HEALTH_POLL_SECONDS)
+        if not wait_healthy(self.url, self.proc, 120, HEALTH_POLL_SECONDS):
+            self.stop()
+            raise RuntimeError(f"streamlit did not start; see {self.log}")
 
     @property
     def pid(self) -> int:
@@ -236,17 +220,6 @@ def chromium_here(playwright):
         browser.close()
     finally:
         end_process(proc)
-
-
-def end_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
-    """End a process this script started: SIGTERM, then SIGKILL after `grace` seconds; reaped either way."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def chromium_missing() -> str | None:
@@ -452,8 +425,7 @@ def serve(port: int, log: str) -> None:
     if os.environ.get("AP_BENCH_NO_UVLOOP") == "1":  # a server installed without them: neither can be imported
         sys.modules["uvloop"] = sys.modules["httptools"] = None
     os.chdir(ROOT)
-    streamlit_cli(["run", "app.py", "--server.headless=true", "--server.address=127.0.0.1", f"--server.port={port}",
-                   "--browser.gatherUsageStats=false"])
+    streamlit_cli(run_args("app.py", port))
 
 
 if __name__ == "__main__":

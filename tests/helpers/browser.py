@@ -5,16 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from benchmarks.launch import end_process, free_port, run_args, wait_healthy  # the benchmarks' server, started alike
 from benchmarks.timing import CHROMIUM  # the benchmarks' browser (and its flags: tests/conftest.py)
 
 from .repo import ARTIFACTS, ROOT
@@ -39,45 +38,26 @@ def offline(context) -> list[str]:
     return asked
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     """A Streamlit server for app.py (or another `script` of the repository) on a free loopback port; stopped by
     its own pid. It shows a page's unexpected error as Streamlit does, traceback and all (ui/failure.py), for the
     tests to find."""
 
     def __init__(self, script: str = "app.py"):
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = ARTIFACTS / f"server-{self.port}.log"
         ARTIFACTS.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", script, "--server.headless=true",
-             "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false",
-             "--client.showErrorDetails=full"],
+            [sys.executable, "-m", "streamlit", *run_args(script, self.port), "--client.showErrorDetails=full"],
             cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
         )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2).read() == b"ok":
-                    return
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"streamlit did not start; see {self.log}")
+        if not wait_healthy(self.url, self.proc, 60, 0.3):
+            self.stop()
+            raise RuntimeError(f"streamlit did not start; see {self.log}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        end_process(self.proc, 10)
 
     def tracebacks(self) -> str:
         """The server's log from its first traceback on (a page's error it showed, or one at its exit: Python's

@@ -54,7 +54,7 @@ def test_a_figure_names_the_cpu_kind_not_only_its_model_name():
         assert found["cpu_capability"] != "AVX512"
 
 
-HELPERS = {"timing.py", "serving.py"}  # the scripts' shared code (serving.py's own `__main__` is a timed server)
+HELPERS = {"timing.py", "serving.py", "launch.py"}  # shared code (serving.py's `__main__` is a timed server)
 
 
 def test_every_benchmark_script_prints_its_machine():

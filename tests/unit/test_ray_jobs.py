@@ -19,7 +19,6 @@ import os
 import pickle
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import sys
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from benchmarks.launch import free_port
 from helpers.repo import ROOT
 from helpers.jobs import finished_at_max_steps, pauses_steps_and_stops, starts_paused_then_steps_and_runs, waiter
 from helpers.worker_probes import FailingProbe, TextProbe
@@ -70,12 +70,6 @@ class Cluster:
     def processes(self) -> set[int]:
         """The cluster's processes: those of the head's session."""
         return {pid for pid in _all_pids() if _session(pid) == self.head.pid}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _all_pids() -> list[int]:
@@ -148,7 +142,7 @@ def cluster():
     import ray
 
     temp_dir = tempfile.mkdtemp(prefix="ap-ray-")
-    port, client_port = _free_port(), _free_port()
+    port, client_port = free_port(), free_port()
     log_path = Path(temp_dir, "head.log")
     with open(log_path, "w") as log:
         head = subprocess.Popen(
