@@ -12,7 +12,9 @@ ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s la
 after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md). That holds for torch
 too, where the first page did without it (ui/glance.py): imported as that page's run ended, it put the first chart
 0.25 s later (3.11 s against 2.86 s, median of 6 alternated starts), and a click on another page within a second of
-that chart waits for the import (the Code page's first visit then took 1.3 s instead of 0.64 s).
+that chart waits for the import (the Code page's first visit then took 1.3 s instead of 0.64 s). Nor in a thread of
+the lowest priority (nice 19) as that run ends: it spared the chart, but a page that needs torch then waits for a
+thread that busy programs starve (over 30 s beside two), and it cannot take its priority back.
 
 Page views go first: between its steps (each module, the analysis, the garbage collection at its end) the warm-up
 waits while a page view runs and for DELAY seconds after it, while the browser draws what it sent, up to GIVE_WAY
