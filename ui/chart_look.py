@@ -11,27 +11,30 @@ GREY = "#808495"  # tick labels, axis titles, hover text
 INK = "#2F2D2B"  # titles
 TEXT = "#262730"  # legend entries
 RULE = "#e6eaf1"  # grid, zero lines, ticks
+SMALL_PX = 12  # tick labels, legend entries, hover text
+TITLE_PX = 14  # axis and colour-bar titles
 
 
 def _axis(standoff: int) -> dict:
     return {"gridcolor": RULE, "zerolinecolor": RULE, "tickcolor": RULE, "minor": {"gridcolor": RULE},
-            "tickfont": {"color": GREY, "size": 12}, "automargin": True,
-            "title": {"font": {"color": GREY, "size": 14}, "standoff": standoff}}
+            "tickfont": {"color": GREY, "size": SMALL_PX}, "automargin": True,
+            "title": {"font": {"color": GREY, "size": TITLE_PX}, "standoff": standoff}}
 
 
 STREAMLIT_LOOK = {"layout": {
-    "font": {"color": GREY, "family": SANS, "size": 12},
+    "font": {"color": GREY, "family": SANS, "size": SMALL_PX},
     "title": {"font": {"family": SANS, "size": 16, "color": INK}, "pad": {"l": 4}, "x": 0, "xanchor": "left"},
     "paper_bgcolor": "#FFFFFF",
     "plot_bgcolor": "#FFFFFF",
     "xaxis": {**_axis(20), "showgrid": False, "zeroline": False},
     "yaxis": {**_axis(24), "ticklabelposition": "outside"},
     "margin": {"pad": 8, "r": 0, "l": 0},
-    "legend": {"font": {"size": 12, "color": TEXT}, "title": {"font": {"size": 12, "color": GREY}, "side": "top"},
+    "legend": {"font": {"size": SMALL_PX, "color": TEXT},
+               "title": {"font": {"size": SMALL_PX, "color": GREY}, "side": "top"},
                "valign": "top", "bordercolor": "transparent", "borderwidth": 0},
     "hoverlabel": {"bgcolor": "#FFFFFF", "bordercolor": "rgba(47, 45, 43, 0.2)",
-                   "font": {"color": GREY, "family": SANS, "size": 12}},
+                   "font": {"color": GREY, "family": SANS, "size": SMALL_PX}},
     "coloraxis": {"colorbar": {"thickness": 16, "xpad": 24, "outlinecolor": "transparent", "len": 0.75,
-                               "title": {"font": {"color": GREY, "size": 14}},
-                               "tickfont": {"color": GREY, "size": 12}}},
+                               "title": {"font": {"color": GREY, "size": TITLE_PX}},
+                               "tickfont": {"color": GREY, "size": SMALL_PX}}},
 }}

@@ -17,6 +17,7 @@ from transformer.charts.fonts import export_language
 from transformer.i18n import language, t, using
 
 from . import step_player
+from .chart_look import SMALL_PX, TITLE_PX
 from .markdown import code
 from .sidebar import EXPORT_FORMAT, presenting
 
@@ -33,26 +34,30 @@ def decoder_rows() -> str:
 
 def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure:
     """A copy of `fig` for the back row (pages' figures may be cached and shared: the original never changes).
-    Its text is `scale` times larger and a chart of free width `scale` times taller. A matrix chart (fixed
-    width: square cells sized to its token labels, fitted to its column) keeps its cells and tick labels, which
-    are forced to label every token (a larger font would make plotly skip some), unless the chart names its own
-    ticks (every head's grid: L1, H1, ...), which grow; its title grows above them."""
+    Its text is `scale` times larger (titles, tick labels, legend, hover text: the figure's own sizes or the chart
+    look's) and a chart of free width `scale` times taller. A matrix chart (fixed width: square cells sized to its
+    token labels, fitted to its column) keeps its cells and token labels, which are forced to label every token (a
+    larger font would make plotly skip some); ticks it names itself (every head's grid: L1, H1, ...) grow."""
     big = go.Figure(fig)
     layout = big.layout
+    matrix = bool(layout.width)
     font = layout.font.size or BASE_FONT_PX
     extra_top = round(font * (scale - 1) * 1.6)  # room for the larger title
-    grow = {"font_size": round(font * scale, 1), "margin_t": (layout.margin.t or 0) + extra_top}
+    grow = {"font_size": round(font * scale, 1), "margin_t": (layout.margin.t or 0) + extra_top,
+            "legend_font_size": round((layout.legend.font.size or SMALL_PX) * scale, 1),
+            "hoverlabel_font_size": round((layout.hoverlabel.font.size or SMALL_PX) * scale, 1)}
     if layout.title.font.size:
         grow["title_font_size"] = round(layout.title.font.size * scale, 1)
     if layout.height:
-        grow["height"] = layout.height + extra_top if layout.width else round(layout.height * scale)
+        grow["height"] = layout.height + extra_top if matrix else round(layout.height * scale)
     big.update_layout(**grow)
 
     def axis_grow(axis) -> None:
-        if axis.type == "category" and axis.tickvals is None:
+        if matrix and axis.type == "category" and axis.tickvals is None:
             axis.update(tickmode="linear", tick0=0, dtick=1)
-        elif axis.tickfont.size:
-            axis.update(tickfont_size=round(axis.tickfont.size * scale, 1))
+        else:
+            axis.update(tickfont_size=round((axis.tickfont.size or SMALL_PX) * scale, 1))
+        axis.update(title_font_size=round((axis.title.font.size or TITLE_PX) * scale, 1))
 
     big.for_each_xaxis(axis_grow)
     big.for_each_yaxis(axis_grow)

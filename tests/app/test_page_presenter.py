@@ -8,8 +8,9 @@ import plotly.graph_objects as go
 from helpers.plotly_specs import step_spec
 from helpers.repo import needs_reverse, open_link
 
-from transformer.charts import head_grid, step_attention_rows, token_labels
+from transformer.charts import head_grid, step_attention_rows, token_labels, topk_bar
 from transformer.charts.stats import training_curves
+from ui.chart_look import SMALL_PX, TITLE_PX
 from ui.display import PRESENTER_SCALE, presenter_sized
 from ui.sidebar import PRESENTER_CSS
 from ui.tables import TABLES
@@ -47,12 +48,27 @@ def test_every_heads_grid_keeps_its_own_layer_and_head_ticks():
         assert axis.tickfont.size == round(fig.layout.xaxis.tickfont.size * PRESENTER_SCALE, 1)
 
 
-def test_a_chart_of_free_width_grows_taller():
+def test_a_chart_of_free_width_grows_taller_and_every_text_on_it_larger():
     rows = [{"step": s, "loss": 1 / (1 + s), "token_accuracy": 0.5, "exact_match": 0.4} for s in range(0, 100, 10)]
     fig = training_curves(rows, "curves")
     big = presenter_sized(fig)
     assert fig.layout.width is None and big.layout.height == round(fig.layout.height * PRESENTER_SCALE)
     assert big.layout.xaxis2.dtick is None  # a numeric axis keeps plotly's own ticks
+    # the chart look (ui/chart_look.py) sizes what the figure leaves unset: in presenter mode those grow too
+    grown = round(SMALL_PX * PRESENTER_SCALE, 1)
+    axes = [big.layout[name] for name in big.layout if name.startswith(("xaxis", "yaxis"))]
+    assert len(axes) >= 4 and all(axis.tickfont.size == grown for axis in axes)
+    assert all(axis.title.font.size == round(TITLE_PX * PRESENTER_SCALE, 1) for axis in axes)
+    for part in ("legend", "hoverlabel"):  # the figure's own size where it sets one
+        assert big.layout[part].font.size == round((fig.layout[part].font.size or SMALL_PX) * PRESENTER_SCALE, 1)
+
+
+def test_a_bar_chart_of_tokens_grows_its_labels_and_a_size_it_sets_itself():
+    fig = topk_bar(["a", "b", "c"], np.array([0.7, 0.2, 0.1]), "a")
+    big = presenter_sized(fig)
+    assert fig.layout.yaxis.type == "category" and fig.layout.yaxis.tickfont.size
+    assert big.layout.yaxis.tickfont.size == round(fig.layout.yaxis.tickfont.size * PRESENTER_SCALE, 1)
+    assert big.layout.yaxis.dtick is None  # not a matrix chart: plotly's own ticks
 
 
 @needs_reverse
