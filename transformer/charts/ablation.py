@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from transformer.i18n import t
 
-from .common import EXTRA, KIND_COLORS, KIND_TITLES, WEIGHT_SCALE, figure, panel_axes, side_by_side
+from .common import EXTRA, KIND_COLORS, bar_title, KIND_TITLES, WEIGHT_SCALE, figure, panel_axes, side_by_side
 
 
 def importance_heatmap(drops: dict[str, np.ndarray], title: str) -> go.Figure:
@@ -22,7 +22,7 @@ def importance_heatmap(drops: dict[str, np.ndarray], title: str) -> go.Figure:
         traces.append(go.Heatmap(
             z=values, x=[f"H{h + 1}" for h in range(heads)], y=[f"L{i + 1}" for i in range(layers)],
             zmin=0.0, zmax=top, colorscale=WEIGHT_SCALE, showscale=i == len(kinds) - 1, xgap=2, ygap=2,
-            colorbar=dict(title=dict(text=t("charts.ablation.drop")), thickness=14), texttemplate="%{z:.2f}",
+            colorbar=dict(title=bar_title(t("charts.ablation.drop")), thickness=14), texttemplate="%{z:.2f}",
             textfont=dict(size=13), name=kind, hovertemplate=t("charts.hover.drop", kind=KIND_TITLES[kind]) + EXTRA,
             **panel_axes(i)))
     layers = max(np.shape(d)[0] for d in drops.values())

@@ -9,7 +9,7 @@ from transformer.i18n import t
 
 from .common import (
     CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, KIND_TITLES, MASKED_COLOR, WEIGHT_COLORS, WEIGHT_SCALE, as_array,
-    cell_size, check_labels, display_piece, figure, masked_overlay, matrix_figure, matrix_spec,
+    bar_title, cell_size, check_labels, display_piece, figure, masked_overlay, matrix_figure, matrix_spec,
 )
 
 GUTTER = 1  # NaN cells between the tiles of head_grid
@@ -22,7 +22,7 @@ def weight_hover() -> str:
 
 def weight_bar() -> dict:
     """The colour bar of every chart of attention weights: the fixed 0..1 scale."""
-    return dict(title=dict(text=t("charts.weight")), tickvals=[0, 0.25, 0.5, 0.75, 1], len=0.9)
+    return dict(title=bar_title(t("charts.weight")), tickvals=[0, 0.25, 0.5, 0.75, 1], len=0.9)
 
 
 def _written(written, shape) -> dict:
@@ -181,7 +181,7 @@ def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str],
     bound = float(magnitudes.max()) if magnitudes.size and magnitudes.max() > 0 else 1.0
     traces = [go.Heatmap(
         z=shown, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-bound, zmax=bound, zmid=0, xgap=1, ygap=1,
-        colorbar=dict(title=dict(text=t("charts.score")), len=0.9), hoverongaps=False,
+        colorbar=dict(title=bar_title(t("charts.score")), len=0.9), hoverongaps=False,
         hovertemplate=t("charts.hover.score") + EXTRA,
     )]
     if blocked is not None:

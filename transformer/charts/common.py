@@ -38,6 +38,13 @@ COLORBAR_PX = 120  # pixels a heatmap figure keeps right of its cells for the co
 EXTRA = "<extra></extra>"  # ends a hover template: no trace name box beside the hover
 
 
+def bar_title(text: str) -> dict:
+    """A colour bar's title, clear of the label of its top tick: plotly sets the title's baseline just over the
+    bar, and the label, centred on the bar's end, reaches half a line above it. An empty subscript under the title
+    adds its depth (a few pixels) between them, where a second line would add a whole one."""
+    return dict(text=f"{text}<sub> </sub>")
+
+
 def display_piece(piece: str) -> str:
     """A token as plotly must be given it: a space shown as ␣, and "<s>" escaped (plotly reads text as HTML,
     where <s> would start strikethrough and </s> would vanish)."""

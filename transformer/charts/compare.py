@@ -9,8 +9,8 @@ from transformer.i18n import t
 
 from .attention import _blocked, _labels, weight_bar, weight_hover
 from .common import (
-    CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, WEIGHT_SCALE, as_array, cell_size, figure, masked_overlay, matrix_figure,
-    panel_axes, side_by_side,
+    CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, WEIGHT_SCALE, as_array, bar_title, cell_size, figure, masked_overlay,
+    matrix_figure, panel_axes, side_by_side,
 )
 
 PAIR_COLORS = ("#0072B2", "#E69F00")  # model A, model B (Okabe-Ito)
@@ -28,7 +28,7 @@ def difference_heatmap(a, b, query_labels: list[str], key_labels: list[str], tit
     z = diff if blocked is None else np.where(blocked, np.nan, diff).astype(np.float32)
     traces = [go.Heatmap(
         z=z, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-1, zmax=1, zmid=0, xgap=1, ygap=1, hoverongaps=False,
-        colorbar=dict(title=dict(text="A − B"), tickvals=[-1, -0.5, 0, 0.5, 1], len=0.9),
+        colorbar=dict(title=bar_title("A − B"), tickvals=[-1, -0.5, 0, 0.5, 1], len=0.9),
         hovertemplate=t("charts.hover.difference") + EXTRA,
     )]
     if blocked is not None:

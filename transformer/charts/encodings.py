@@ -8,7 +8,9 @@ import plotly.graph_objects as go
 
 from transformer.i18n import t
 
-from .common import CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, as_array, check_labels, figure, panel_axes, side_by_side
+from .common import (
+    CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, as_array, bar_title, check_labels, figure, panel_axes, side_by_side,
+)
 
 SIMILARITY_SCALE = "Cividis"  # sequential: sinusoidal dot products are mostly positive
 LINE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"]
@@ -25,7 +27,7 @@ def _signed_heatmap(z: np.ndarray, hover: str, bound: float, **kwargs) -> go.Hea
 
 
 def _titled(text: str) -> dict:
-    return dict(title=dict(text=text))
+    return dict(title=bar_title(text))
 
 
 def positional_matrix(table, title: str | None = None) -> go.Figure:

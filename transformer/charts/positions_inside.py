@@ -8,7 +8,9 @@ import plotly.graph_objects as go
 
 from transformer.i18n import t
 
-from .common import CATEGORY_AXIS, EXTRA, KIND_COLORS, as_array, check_labels, figure, panel_axes, side_by_side
+from .common import (
+    CATEGORY_AXIS, EXTRA, KIND_COLORS, as_array, bar_title, check_labels, figure, panel_axes, side_by_side,
+)
 
 QUERY_COLOR, KEY_COLOR = KIND_COLORS["decoder_self"], KIND_COLORS["encoder_self"]
 BIAS_SCALE = "Cividis"  # sequential: a bias is 0 on the diagonal and ever more negative away from it
@@ -77,7 +79,7 @@ def alibi_bias_grid(bias, slopes, labels: list[str], title: str | None = None) -
     lowest = min(float(b.min()), -1e-6)
     traces = [go.Heatmap(
         z=z, x=y, y=y, zmin=lowest, zmax=0.0, colorscale=BIAS_SCALE, showscale=h == len(m) - 1,
-        colorbar=dict(title=dict(text=t("charts.alibi.bias"))), **panel_axes(h),
+        colorbar=dict(title=bar_title(t("charts.alibi.bias"))), **panel_axes(h),
         hovertemplate=t("charts.hover.alibi", head=h + 1, slope=f"{slope:.4g}") + EXTRA,
     ) for h, (z, slope) in enumerate(zip(b, m, strict=True))]
     axis = dict(CATEGORY_AXIS, showgrid=False, tickfont=dict(size=11))
