@@ -101,4 +101,5 @@ KIND_SHOWN_JS = """() => {
 def test_the_masks_attention_picker_shows_its_longest_choice_whole_at_1024(module_server, page):
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, f"{module_server.url}/masks?kind=decoder_self", "Masks")
+    page.locator(".st-key-masks_kind_widget input").wait_for()  # once drawn (a CI run read the page before it was)
     assert page.evaluate(KIND_SHOWN_JS) == {"shown": "Decoder self-attention (masked)", "cut": False}
