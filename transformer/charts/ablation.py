@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from transformer.i18n import t
 
-from .common import EXTRA, KIND_COLORS, bar_title, KIND_TITLES, WEIGHT_SCALE, figure, panel_axes, side_by_side
+from .common import EXTRA, KIND_COLORS, KIND_TITLES, WEIGHT_SCALE, bar_title, figure, panel_axes, side_by_side
 
 
 def importance_heatmap(drops: dict[str, np.ndarray], title: str) -> go.Figure:
