@@ -14,11 +14,27 @@ SIDEBAR = "[data-testid=stSidebar]"
 TEXT = "hgffjercqwa"
 
 
+# Where a section's heading sits in the window, and what a failure needs to tell: whether the page's scroll script is
+# there, how far the main area is scrolled and how tall it is, and whether a script run is under way
+WHERE_JS = """(anchor) => {
+  const h = document.getElementById(anchor), main = document.querySelector("[data-testid=stMain]");
+  return {top: h && h.getBoundingClientRect().top, script: !!document.getElementById("ap-code-scroll"),
+          scrolled: main && main.scrollTop, height: main && main.scrollHeight,
+          state: document.querySelector("[data-testid=stApp]")?.dataset.testScriptState};
+}"""
+
+
 def heading_top(pg, anchor: str) -> float:
-    """Where the section's heading sits in the window (pixels from its top), once the page has scrolled there."""
-    pg.wait_for_function(f"() => {{ const h = document.getElementById('{anchor}'); const y = h && "
-                         "h.getBoundingClientRect().top; return h && y > -5 && y < 250; }", timeout=20_000)
-    return pg.evaluate(f"document.getElementById('{anchor}').getBoundingClientRect().top")
+    """Where the section's heading sits in the window (pixels from its top), once the page has scrolled there (a
+    busy machine's browser may still be drawing the page well after its run has ended)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        pg.wait_for_function(f"() => {{ const y = ({WHERE_JS})('{anchor}').top; return y !== null && y > -5 && "
+                             "y < 250; }", timeout=45_000)
+    except PlaywrightTimeout:
+        pytest.fail(f"the page did not settle at #{anchor}: {pg.evaluate(WHERE_JS, anchor)}")
+    return pg.evaluate(WHERE_JS, anchor)["top"]
 
 
 def sidebar_right(pg) -> float:
