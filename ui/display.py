@@ -41,13 +41,18 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
     big = go.Figure(fig)
     layout = big.layout
     matrix = bool(layout.width)
+
+    def grown(px: float | None, default: float | None = None) -> float:
+        """`px` (or, unset, `default`) at the scale."""
+        return round((px or default) * scale, 1)
+
     font = layout.font.size or BASE_FONT_PX
     extra_top = round(font * (scale - 1) * 1.6)  # room for the larger title
-    grow = {"font_size": round(font * scale, 1), "margin_t": (layout.margin.t or 0) + extra_top,
-            "legend_font_size": round((layout.legend.font.size or SMALL_PX) * scale, 1),
-            "hoverlabel_font_size": round((layout.hoverlabel.font.size or SMALL_PX) * scale, 1)}
+    grow = {"font_size": grown(font), "margin_t": (layout.margin.t or 0) + extra_top,
+            "legend_font_size": grown(layout.legend.font.size, SMALL_PX),
+            "hoverlabel_font_size": grown(layout.hoverlabel.font.size, SMALL_PX)}
     if layout.title.font.size:
-        grow["title_font_size"] = round(layout.title.font.size * scale, 1)
+        grow["title_font_size"] = grown(layout.title.font.size)
     if layout.height:
         grow["height"] = layout.height + extra_top if matrix else round(layout.height * scale)
     big.update_layout(**grow)
@@ -56,8 +61,8 @@ def presenter_sized(fig: go.Figure, scale: float = PRESENTER_SCALE) -> go.Figure
         if matrix and axis.type == "category" and axis.tickvals is None:
             axis.update(tickmode="linear", tick0=0, dtick=1)
         else:
-            axis.update(tickfont_size=round((axis.tickfont.size or SMALL_PX) * scale, 1))
-        axis.update(title_font_size=round((axis.title.font.size or TITLE_PX) * scale, 1))
+            axis.update(tickfont_size=grown(axis.tickfont.size, SMALL_PX))
+        axis.update(title_font_size=grown(axis.title.font.size, TITLE_PX))
 
     big.for_each_xaxis(axis_grow)
     big.for_each_yaxis(axis_grow)
