@@ -22,9 +22,9 @@ from helpers.worker_probes import FailingProbe, TextProbe
 from transformer.network.decoding import greedy_decode
 from transformer.runs.job import JobLimitError, JobSnapshot
 from transformer.runs.probe import Probe
-from transformer.runs import process_job
 from transformer.runs.process_job import ProcessJob
 from transformer.runs.queue import QueueFullError, RunQueue
+from transformer.runs.relay import WEIGHTS_EVERY, Relay
 from transformer.runs.thread_job import TrainingJob
 from transformer.training.config import TrainConfig
 from transformer.training.devices import resolve_device
@@ -258,9 +258,9 @@ def test_the_worker_sends_weights_with_progress_taken_after_them():
     """In one message, so a worker killed between two messages never leaves the parent with weights ahead of the
     progress it shows (a CI run's worker left weights of step 175 beside progress of step 167)."""
     sent = []
-    relay = process_job._Relay(None, SteppingOn())
+    relay = Relay(None, SteppingOn())
     relay.send = sent.append
-    relay.weights_time -= process_job.WEIGHTS_EVERY + 1  # a copy is due
+    relay.weights_time -= WEIGHTS_EVERY + 1  # a copy is due
     relay.publish()
     [(kind, _, shown, _, (card, blob))] = sent
     assert kind == "progress" and blob

@@ -5,7 +5,7 @@ shares an interpreter with the web server's page reruns (issue 10).
 Which one to use: the Streamlit app uses ProcessJob. TrainingJob (transformer.runs.thread_job, a thread) stays for
 notebooks, the CLI and scripts, where a second process buys nothing and a Trainer is at hand.
 transformer.runs.ray_job.RayJob is a ProcessJob whose worker is a Ray actor placed on a cluster by Ray: the
-same worker loop (_serve, _Relay) and the same parent side, over Ray calls instead of a pipe.
+same worker loop (transformer.runs.relay) and the same parent side, over Ray calls instead of a pipe.
 
 How it works
 - The child is a fresh interpreter (`python -c`, as multiprocessing's "spawn" starts one: forking a
@@ -13,7 +13,7 @@ How it works
   multiprocessing's Connection, and this process's sys.path. It is not started through
   multiprocessing.Process: spawn re-runs the parent's __main__ script in the child, and inside a Streamlit
   script run __main__ is the app script itself (Streamlit installs it as sys.modules["__main__"]), so every
-  worker would first run the whole app. It builds the Trainer and runs an ordinary TrainingJob
+  worker would first run the whole app. It (transformer.runs.relay) builds the Trainer and runs an ordinary TrainingJob
   (with `threads` torch threads, default 1 as TrainingJob). Its main thread relays: it applies the
   commands that come down the pipe and sends progress (step, loss, steps/s, state, new history rows, new
   probe results) every PUBLISH_EVERY seconds while something changed. Messages are pickled with the plain
@@ -86,15 +86,12 @@ from transformer.training.trainer import Trainer
 
 from .job import SETTLE_TIMEOUT, TRAINING_THREADS, Job, JobSnapshot
 from .queue import RunQueue, server_queue
-from .thread_job import TrainingJob
+from .relay import dumps
 
 __all__ = ["ProcessJob"]
 
-PUBLISH_EVERY = 0.1  # seconds between the worker's progress messages (only sent when something changed)
-WEIGHTS_EVERY = 2.0  # seconds between weight copies a running worker sends (what survives a SIGKILL)
 IDLING = ("paused", "queued")  # states whose worker, if it has one, is not stepping (it may park)
 STOP_GRACE = 1.0  # seconds a stop waits for the step under way before it ends the worker (issue: stop within 1 s)
-CHILD_SETTLE = 600.0  # seconds the worker waits for its step under way on pause / stop (the parent waits less)
 EXIT_GRACE = 5.0  # seconds a worker whose pipe has closed gets to exit before it is killed
 MAX_THREADS = 64
 # The worker's first lines, run by a fresh interpreter (`python -c`): the socket it was handed, then this
@@ -104,39 +101,17 @@ _BOOT = (
     "from multiprocessing.connection import Connection\n"
     "conn = Connection(int(sys.argv[1]))\n"
     "sys.path[:] = pickle.loads(conn.recv_bytes())\n"
-    "from transformer.runs.process_job import _worker_main\n"
+    "from transformer.runs.relay import worker_main\n"
     "import torch._dynamo\n"  # the first optimizer imports it (~1.2 s of CPU): done before a run is waiting
     "try:\n"
     "    spec = pickle.loads(conn.recv_bytes())\n"
     "except EOFError:\n"  # a worker started ahead of time whose server ended before giving it a run
     "    os._exit(0)\n"
-    "_worker_main(conn, spec)\n"
+    "worker_main(conn, spec)\n"
     "sys.stdout.flush()\n"
     "sys.stderr.flush()\n"
     "os._exit(0)\n"  # its goodbye is sent; tearing down an interpreter with torch took 1-3 s, and stop() waits
 )
-
-
-def _dumps(message) -> bytes:
-    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _dumps_state(saved: dict) -> bytes:
-    """A paused job's `saved()` as bytes: the trainer's tensors through torch.save, the probes pickled."""
-    buffer = io.BytesIO()
-    torch.save(saved["trainer"], buffer)
-    return _dumps({**saved, "trainer": buffer.getvalue()})
-
-
-def _loads_state(blob: bytes) -> dict:
-    saved = pickle.loads(blob)
-    return {**saved, "trainer": torch.load(io.BytesIO(saved["trainer"]), weights_only=True)}
-
-
-def _state_bytes(model: torch.nn.Module) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(model.state_dict(), buffer)
-    return buffer.getvalue()
 
 
 def launch_worker() -> tuple[subprocess.Popen, Any]:
@@ -148,7 +123,7 @@ def launch_worker() -> tuple[subprocess.Popen, Any]:
     try:
         proc = subprocess.Popen([sys.executable, "-c", _BOOT, str(theirs.fileno())], stdin=subprocess.DEVNULL,
                                 pass_fds=(theirs.fileno(),))
-        ours.send_bytes(_dumps(list(sys.path)))  # so the worker imports what this process imports
+        ours.send_bytes(dumps(list(sys.path)))  # so the worker imports what this process imports
     except BaseException:
         ours.close()
         raise
@@ -487,12 +462,12 @@ class ProcessJob(Job):
 
     def _send(self, message) -> None:
         try:
-            self._conn.send_bytes(_dumps(message))
+            self._conn.send_bytes(dumps(message))
         except (OSError, ValueError):
             pass  # the worker is gone; the reader thread reports how
 
     def _spec(self) -> dict:
-        """What the worker builds its run from (_serve)."""
+        """What the worker builds its run from (relay.serve)."""
         return {
             "train": self.train, "model": self.model_overrides, "max_steps": self.max_steps,
             "max_seconds": self.max_seconds, "target": self.target, "probe": self.probe,
@@ -514,7 +489,7 @@ class ProcessJob(Job):
             self._ended.set()
             return
         try:
-            ours.send_bytes(_dumps(spec))
+            ours.send_bytes(dumps(spec))
         except (OSError, ValueError):
             pass  # the worker is gone already: the reader thread reports how
         self._proc, self._conn = proc, ours
@@ -615,140 +590,3 @@ class ProcessJob(Job):
         with self._lock:
             self._ended.set()
             self._lock.notify_all()
-
-
-# ---------------------------------------------------------------------------------------- the worker
-
-
-def _worker_main(conn, spec: dict) -> None:
-    """The worker process: build the run, start it paused, then relay until it ends or the server goes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _serve(conn, spec)
-
-
-def _serve(conn, spec: dict) -> None:
-    """Build the run, start it paused, then relay over `conn` until the run ends or `conn` does (EOFError
-    or OSError: the server is gone). `conn` is a multiprocessing Connection, or anything with its
-    send_bytes / recv_bytes / poll (transformer.runs.ray_job runs this in a thread of a Ray actor)."""
-    try:
-        torch.set_num_threads(spec["threads"])
-        trainer = Trainer(spec["train"], spec["model"])
-        job = TrainingJob(trainer, spec["max_steps"], spec["max_seconds"], spec["target"], spec["probe"],
-                          spec["probe_every"], spec["idle_timeout"], spec["threads"])
-        if spec.get("resume") is not None:  # a parked run: go on from its state
-            job.restore(_loads_state(spec["resume"]))
-        conn.send_bytes(_dumps(("ready", trainer.model.config.to_dict(), trainer.tokenizer.to_dict())))
-        job.start(paused=True)
-    except Exception as exc:  # noqa: BLE001 - the parent shows it; nothing was trained
-        try:
-            conn.send_bytes(_dumps(("failed", f"{type(exc).__name__}: {exc}")))
-            conn.send_bytes(_dumps(("goodbye",)))
-        except OSError:
-            pass
-        return
-    try:
-        _Relay(conn, job).run()
-    except (EOFError, OSError):  # the server is gone: stop the run and end quietly
-        job.stop(timeout=CHILD_SETTLE)
-    except Exception as exc:  # noqa: BLE001 - e.g. a probe result that cannot be pickled: say so, then end
-        job.stop(timeout=CHILD_SETTLE)
-        try:
-            message = f"the worker could not report its progress: {type(exc).__name__}: {exc}"
-            conn.send_bytes(_dumps(("failed", message)))
-            conn.send_bytes(_dumps(("goodbye",)))
-        except OSError:
-            pass
-
-
-class _Relay:
-    """The worker's main thread: commands in, progress and weights out."""
-
-    def __init__(self, conn, job: TrainingJob):
-        self.conn, self.job = conn, job
-        self.seq = 0  # the last command handled
-        self.history_sent = 0
-        self.probe_steps_sent: list[int] = []
-        self.last_key = None
-        self.weights_step: int | None = None
-        self.weights_time = time.monotonic()
-
-    def run(self) -> None:
-        while True:
-            if self.conn.poll(PUBLISH_EVERY):
-                if self.handle(pickle.loads(self.conn.recv_bytes())) == "parked":
-                    return
-            if self.job.join(0):
-                self.publish(final=True)
-                self.send(("goodbye",))
-                return
-            self.publish()
-
-    def handle(self, message: tuple) -> str | None:
-        """Apply one command; "parked" once the run's state is sent and the worker is to end."""
-        kind, job = message[0], self.job
-        if kind == "heartbeat":
-            job.heartbeat()
-            return
-        if kind == "probe_text":
-            if hasattr(job.probe, "text"):
-                job.probe.text = message[1]
-            return
-        if kind == "pause":
-            job.pause(timeout=CHILD_SETTLE)
-        elif kind == "resume":
-            job.resume()
-        elif kind == "step":
-            job.step(message[2])
-        elif kind == "stop":
-            job.stop(timeout=CHILD_SETTLE)
-        elif kind == "park" and job.snapshot().state == "paused":
-            self.publish(force=True)  # the weights and progress it stays at, then its whole state
-            self.send(("parked", message[1], _dumps_state(job.saved())))
-            job.stop(timeout=CHILD_SETTLE)
-            return "parked"
-        self.seq = message[1]
-        self.publish(force=True, weights=kind == "bundle")
-        return None
-
-    def publish(self, force: bool = False, final: bool = False, weights: bool = False) -> None:
-        """Send the progress if it changed (or `force`, `final`), with a copy of the weights if asked (`weights`),
-        due (every WEIGHTS_EVERY seconds while running) or not sent yet for the step the job stays at."""
-        snap = self.job.snapshot()
-        stepping = snap.state == "running"
-        copy = None
-        due = self.weights_step != snap.step and (not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY)
-        if weights or due:
-            copy = self.copy_weights()
-            snap = self.job.snapshot()  # the copy waits for the step under way; a running job may take more since
-        probe_steps = [step for step, _ in snap.probes]
-        key = (snap.step, snap.state, len(snap.history), probe_steps[-1:], len(probe_steps), snap.error)
-        if copy is None and key == self.last_key and not (force or final):
-            return
-        self.last_key = key
-        if probe_steps[: len(self.probe_steps_sent)] == self.probe_steps_sent:
-            probes_from = len(self.probe_steps_sent)
-        else:  # the job thinned its probes: send them all again
-            probes_from = 0
-        progress = {
-            "step": snap.step, "state": snap.state, "reason": snap.finished_reason, "error": snap.error,
-            "elapsed": snap.elapsed, "loss": snap.loss, "steps_per_s": snap.steps_per_s,
-            "history_from": self.history_sent, "history": snap.history[self.history_sent:],
-            "probes_from": probes_from, "probes": snap.probes[probes_from:],
-        }
-        self.send(("progress", self.seq, progress, final, copy))
-        self.history_sent, self.probe_steps_sent = len(snap.history), probe_steps
-
-    def copy_weights(self) -> tuple[dict, bytes] | None:
-        """(card, state_dict bytes) of the model, taken between steps on the CPU; None when no copy could be made
-        (e.g. out of memory: the parent keeps older weights)."""
-        try:
-            bundle = self.job.bundle()
-            weights = _state_bytes(bundle.model)
-        except Exception:  # noqa: BLE001 - see above
-            self.weights_step, self.weights_time = self.job.snapshot().step, time.monotonic()
-            return None
-        self.weights_step, self.weights_time = bundle.card["steps"], time.monotonic()
-        return bundle.card, weights
-
-    def send(self, message) -> None:
-        self.conn.send_bytes(_dumps(message))

@@ -17,8 +17,8 @@ How it works
   resume / step and given back on pause / stop / end, commands with sequence numbers, the reader that
   applies progress, the goodbye, a death without one reported as "killed". Only the transport differs.
 - The actor (num_cpus = the job's torch threads, default 1; num_gpus=1 for device "cuda"; no restarts)
-  runs worker._serve, the ProcessJob worker's own loop (an ordinary TrainingJob, started paused, and
-  worker._Relay), in a thread, over an in-memory mailbox instead of a pipe. The messages are those of the
+  runs relay.serve, the ProcessJob worker's own loop (an ordinary TrainingJob, started paused, and
+  relay.Relay), in a thread, over an in-memory mailbox instead of a pipe. The messages are those of the
   pipe, as pickled bytes (so no array arrives as a read-only view of Ray's object store).
 - One reader thread per job calls the actor's exchange(commands) every POLL_EVERY seconds, at once when
   a command is sent, and every 10 ms while a command waits for its answer: it hands over the commands sent
@@ -66,7 +66,8 @@ import time
 
 import transformer
 from transformer import settings
-from transformer.runs import process_job as worker
+from transformer.runs import relay
+from transformer.runs.process_job import ProcessJob
 from transformer.training.config import TrainConfig
 
 __all__ = ["RAY_ADDRESS_ENV", "RayJob", "connect", "ray_available"]
@@ -170,7 +171,7 @@ def _lost_message(exc: BaseException, step: int) -> str:
 
 class _Mailbox:
     """multiprocessing Connection's send_bytes / recv_bytes / poll over two in-memory queues, for
-    worker._serve in a Ray actor: the relay's messages wait in `outbox` until the server's next exchange
+    relay.serve in a Ray actor: the relay's messages wait in `outbox` until the server's next exchange
     takes them; the server's commands wait in `inbox` for the relay."""
 
     def __init__(self):
@@ -178,7 +179,7 @@ class _Mailbox:
         self._inbox: collections.deque[bytes] = collections.deque()
         self._outbox: list[bytes] = []
 
-    # the relay's side (worker._serve)
+    # the relay's side (relay.serve)
     def send_bytes(self, blob: bytes) -> None:
         with self._cond:
             self._cond.wait_for(lambda: len(self._outbox) < MAILBOX_LIMIT)
@@ -207,7 +208,7 @@ class _Mailbox:
 
 
 class _TrainingActor:
-    """The Ray actor: worker._serve in a thread, and the exchange the server's reader calls."""
+    """The Ray actor: relay.serve in a thread, and the exchange the server's reader calls."""
 
     def __init__(self, path_blob: bytes, spec_blob: bytes):
         for entry in pickle.loads(path_blob):  # after its own: the server's paths that exist on this node
@@ -219,10 +220,10 @@ class _TrainingActor:
             spec = pickle.loads(spec_blob)  # now: the probe's module may be on one of those paths
         except Exception as exc:  # noqa: BLE001 - e.g. the probe's module is missing on this node
             message = f"the run could not be read on this node: {type(exc).__name__}: {exc}"
-            self.mailbox.send_bytes(worker._dumps(("failed", message)))
-            self.mailbox.send_bytes(worker._dumps(("goodbye",)))
+            self.mailbox.send_bytes(relay.dumps(("failed", message)))
+            self.mailbox.send_bytes(relay.dumps(("goodbye",)))
             return
-        threading.Thread(target=worker._serve, args=(self.mailbox, spec), name="training-relay", daemon=True).start()
+        threading.Thread(target=relay.serve, args=(self.mailbox, spec), name="training-relay", daemon=True).start()
 
     def where(self) -> dict:
         """Which process on which node runs this actor."""
@@ -249,7 +250,7 @@ def _remote_class():
     return _actor_class
 
 
-class RayJob(worker.ProcessJob):
+class RayJob(ProcessJob):
     """A training run in a Ray actor that Ray places on the cluster; ProcessJob's API (see the module
     docstring). The same arguments as ProcessJob, plus `address` (default AP_RAY_ADDRESS): building one
     connects this process to the cluster (ConnectionError when none answers; ValueError when no node of
@@ -290,7 +291,7 @@ class RayJob(worker.ProcessJob):
 
     # -- the transport (ProcessJob's hooks) --------------------------------------------------------------
     def _send(self, message) -> None:
-        self._outgoing.append(worker._dumps(message))  # (under self._lock, as ProcessJob sends)
+        self._outgoing.append(relay.dumps(message))  # (under self._lock, as ProcessJob sends)
         self._wake.set()
 
     def _terminate(self) -> None:
@@ -304,7 +305,7 @@ class RayJob(worker.ProcessJob):
         try:
             actor = _remote_class().options(
                 max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD", **self._resources,
-            ).remote(worker._dumps(list(sys.path)), worker._dumps(self._spec()))
+            ).remote(relay.dumps(list(sys.path)), relay.dumps(self._spec()))
         except Exception as exc:  # noqa: BLE001 - e.g. the cluster is gone: the page must hear why
             self._status, self._reason = "error", "error"
             self._error = f"the Ray cluster could not take the run: {type(exc).__name__}: {exc}"
@@ -335,7 +336,7 @@ class RayJob(worker.ProcessJob):
                         blobs = ray.get(actor.exchange.remote(call, outgoing))
                         break
                     except ActorUnavailableError:  # unreachable for now (Ray says so when it is dead): the
-                        time.sleep(worker.PUBLISH_EVERY)  # same call again, which the actor runs at most once
+                        time.sleep(relay.PUBLISH_EVERY)  # same call again, which the actor runs at most once
                 for blob in blobs:
                     self._receive(pickle.loads(blob))
                 if self._goodbye:
