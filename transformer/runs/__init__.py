@@ -1,5 +1,6 @@
-"""Training runs: the `Job` interface (job.py) and its backends (a thread, a worker process, a Ray actor), the
-server's queue of runs, the probe, and the worker processes a server keeps (workers.py).
+"""Training runs: the `Job` interface (job.py) and its backends (a thread, a worker process, a Ray actor; the
+last two share the worker's side, relay.py), the server's queue of runs, the probe, and the worker processes a
+server keeps (workers.py).
 
 `make_job` is the app's entry point: it builds the backend this server is configured for.
 """
