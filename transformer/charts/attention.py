@@ -38,12 +38,13 @@ def _written(written, shape) -> dict:
             "hovertemplate": t("charts.hover.written", wrote="%{customdata}") + EXTRA}
 
 
-def _labels(matrix: np.ndarray, query_labels, key_labels) -> tuple[list[str], list[str]]:
+def axis_labels(matrix: np.ndarray, query_labels, key_labels) -> tuple[list[str], list[str]]:
+    """The query and key labels of `matrix`'s last two axes, checked against its shape."""
     q, k = matrix.shape[-2:]
     return check_labels(query_labels, q, "query labels"), check_labels(key_labels, k, "key labels")
 
 
-def _blocked(mask, shape) -> np.ndarray | None:
+def blocked_cells(mask, shape) -> np.ndarray | None:
     """True where a key is blocked (mask False), broadcast to `shape`; None when nothing is masked."""
     if mask is None:
         return None
@@ -75,8 +76,8 @@ def attention_heatmap(weights, query_labels: list[str], key_labels: list[str], t
     grey with an "×"; `clickable` adds the invisible click layer; `highlight` = (query, key) outlines a cell;
     `written` (decoder queries, labelled by the token read) puts the token each row wrote in the hover."""
     w = as_array(weights, 2, "weights")
-    y, x = _labels(w, query_labels, key_labels)
-    blocked = _blocked(mask, w.shape)
+    y, x = axis_labels(w, query_labels, key_labels)
+    blocked = blocked_cells(mask, w.shape)
     z = w if blocked is None else np.where(blocked, np.nan, w).astype(np.float32)
     side = cell_size(*w.shape)
     traces = [go.Heatmap(
@@ -121,7 +122,7 @@ def head_grid(weights, query_labels: list[str], key_labels: list[str], kind: str
     One trace builds and paints far faster than a make_subplots grid (benchmarks/chart_speed.py)."""
     w = as_array(weights, 4, "weights")
     layers, heads, q, k = w.shape
-    _labels(w, query_labels, key_labels)
+    axis_labels(w, query_labels, key_labels)
     y = _tiled_categories("L", layers, t("charts.query"), list(query_labels))
     x = _tiled_categories("H", heads, t("charts.key"), list(key_labels))
     side = int(np.clip(960 / len(x), 3, 26))
@@ -174,8 +175,8 @@ def scores_heatmap(scores, mask, query_labels: list[str], key_labels: list[str],
     """Pre-softmax scores on a diverging scale centred on 0. Masked cells are not coloured at all: the
     score trace holds NaN there and a grey "×" layer on top says "masked (-inf)" on hover."""
     s = as_array(scores, 2, "scores")
-    y, x = _labels(s, query_labels, key_labels)
-    blocked = _blocked(mask, s.shape)
+    y, x = axis_labels(s, query_labels, key_labels)
+    blocked = blocked_cells(mask, s.shape)
     shown = s if blocked is None else np.where(blocked, np.nan, s).astype(np.float32)
     magnitudes = np.abs(shown[np.isfinite(shown)])
     bound = float(magnitudes.max()) if magnitudes.size and magnitudes.max() > 0 else 1.0
@@ -207,7 +208,7 @@ def mask_heatmap(mask, query_labels: list[str], key_labels: list[str], title: st
     allowed = np.asarray(mask, dtype=bool)
     if allowed.ndim != 2:
         raise ValueError(f"mask must have 2 dimensions, got shape {allowed.shape}")
-    y, x = _labels(allowed, query_labels, key_labels)
+    y, x = axis_labels(allowed, query_labels, key_labels)
     traces = [go.Heatmap(
         z=np.where(allowed, 1.0, np.nan).astype(np.float32), x=x, y=y, zmin=0, zmax=1, xgap=1, ygap=1,
         colorscale=_discrete_scale([MASKED_COLOR, "#0072B2"]),

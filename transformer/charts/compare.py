@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from transformer.i18n import t
 
-from .attention import _blocked, _labels, weight_bar, weight_hover
+from .attention import axis_labels, blocked_cells, weight_bar, weight_hover
 from .common import (
     CATEGORY_AXIS, DIVERGING_SCALE, EXTRA, WEIGHT_SCALE, as_array, bar_title, cell_size, figure, masked_overlay,
     matrix_figure, panel_axes, side_by_side,
@@ -22,9 +22,9 @@ def difference_heatmap(a, b, query_labels: list[str], key_labels: list[str], tit
     wa, wb = as_array(a, 2, "a"), as_array(b, 2, "b")
     if wa.shape != wb.shape:
         raise ValueError(f"the two heads' shapes differ: {wa.shape} and {wb.shape}")
-    y, x = _labels(wa, query_labels, key_labels)
+    y, x = axis_labels(wa, query_labels, key_labels)
     diff = wa - wb
-    blocked = _blocked(mask, diff.shape)
+    blocked = blocked_cells(mask, diff.shape)
     z = diff if blocked is None else np.where(blocked, np.nan, diff).astype(np.float32)
     traces = [go.Heatmap(
         z=z, x=x, y=y, colorscale=DIVERGING_SCALE, zmin=-1, zmax=1, zmid=0, xgap=1, ygap=1, hoverongaps=False,
@@ -62,8 +62,8 @@ def pair_heatmaps(heads: list[tuple | None], names: list[str], title: str) -> go
             continue
         weights, query_labels, key_labels, mask = head
         w = as_array(weights, 2, "weights")
-        y, x = _labels(w, query_labels, key_labels)
-        blocked = _blocked(mask, w.shape)
+        y, x = axis_labels(w, query_labels, key_labels)
+        blocked = blocked_cells(mask, w.shape)
         traces.append(go.Heatmap(
             z=w if blocked is None else np.where(blocked, np.nan, w).astype(np.float32), x=x, y=y, zmin=0, zmax=1,
             colorscale=WEIGHT_SCALE, colorbar=weight_bar(), showscale=i == shown[-1], xgap=1, ygap=1,

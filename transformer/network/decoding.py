@@ -237,7 +237,7 @@ def _token_ids(tokenizer: Tokenizer, source: Source, vocab: int) -> list[int]:
     return ids
 
 
-def _source_ids(model: EncoderDecoder, tokenizer: Tokenizer, source: Source) -> list[int]:
+def checked_source_ids(model: EncoderDecoder, tokenizer: Tokenizer, source: Source) -> list[int]:
     """Validated source ids followed by </s> (no <pad>: the encoder would mask it out)."""
     ids = _token_ids(tokenizer, source, model.config.src_vocab)
     if not ids:
@@ -250,7 +250,7 @@ def _source_ids(model: EncoderDecoder, tokenizer: Tokenizer, source: Source) -> 
     return ids + [EOS]
 
 
-def _step_budget(model: EncoderDecoder, max_len: int | None) -> int:
+def step_budget(model: EncoderDecoder, max_len: int | None) -> int:
     """Output tokens allowed: `max_len`, by default the model's positional budget."""
     limit = model.config.max_len
     if max_len is None:
@@ -274,7 +274,8 @@ def _check_force(model: EncoderDecoder, force: dict[int, int] | None) -> dict[in
 # ----------------------------------------------------------------------------------------------- decoding
 
 
-def _tensor(ids: list[int], model: EncoderDecoder) -> torch.Tensor:
+def batch_of_one(ids: list[int], model: EncoderDecoder) -> torch.Tensor:
+    """`ids` as a batch of one sequence, on the model's device."""
     return torch.tensor([ids], device=next(model.parameters()).device)
 
 
@@ -291,7 +292,7 @@ def _open_mask(tgt: torch.Tensor) -> torch.Tensor:
 def _next_log_probs(model, memory, src_mask, prefix, cache, trace, positions, causal) -> torch.Tensor:
     """Next-token log-probs after `prefix` (batch 1). With a cache only the uncached tokens are fed;
     without one the whole prefix is recomputed, with the causal mask or (causal=False) no target mask."""
-    tgt = _tensor(prefix[cache.length :] if cache is not None else prefix, model)
+    tgt = batch_of_one(prefix[cache.length :] if cache is not None else prefix, model)
     tgt_mask = None if causal else _open_mask(tgt)
     hidden = model.decode(memory, src_mask, tgt, tgt_mask, trace, cache, positions)
     return model.generator(hidden[0, -1])
@@ -337,14 +338,14 @@ def greedy_decode(
     Raises TokenizerError for characters the model does not know, DecodeError for empty or overlong
     input and bad options (both are ValueErrors).
     """
-    src_ids = _source_ids(model, tokenizer, source)
-    budget = _step_budget(model, max_len)
+    src_ids = checked_source_ids(model, tokenizer, source)
+    budget = step_budget(model, max_len)
     force = _check_force(model, force)
     if not isinstance(k, int) or k < 1:
         raise DecodeError(f"k must be a positive integer, got {k!r}")
     check_decode_budget(model, len(src_ids), budget)
     k = min(k, model.config.tgt_vocab)
-    src = _tensor(src_ids, model)
+    src = batch_of_one(src_ids, model)
     src_mask = padding_mask(src)
     encoder_trace = AttentionTrace()
     memory = model.encode(src, src_mask, encoder_trace, positions)
@@ -390,14 +391,14 @@ def teacher_forced(
     it may be empty. `trace=False` skips recording (faster); `detail=True` records a detailed trace (every
     layer's intermediate tensors too).
     """
-    src_ids = _source_ids(model, tokenizer, source)
+    src_ids = checked_source_ids(model, tokenizer, source)
     tgt_ids = [BOS] + _token_ids(tokenizer, target, model.config.tgt_vocab)
     if len(tgt_ids) > model.config.max_len:
         raise DecodeError(t("messages.target_too_long", n=len(tgt_ids) - 1, most=model.config.max_len - 1))
     if trace:
         check_decode_budget(model, len(src_ids), len(tgt_ids), detail=detail)
     record = AttentionTrace(detail=detail) if trace else None
-    src, tgt = _tensor(src_ids, model), _tensor(tgt_ids, model)
+    src, tgt = batch_of_one(src_ids, model), batch_of_one(tgt_ids, model)
     src_mask = padding_mask(src)
     memory = model.encode(src, src_mask, record, positions)
     hidden = model.decode(memory, src_mask, tgt, None if causal else _open_mask(tgt), record, positions=positions)
@@ -430,15 +431,15 @@ def beam_search(
     hypothesis also reports a length-normalised score. A wider beam usually, not always, beats greedy:
     greedy's own prefix can drop out of the beam.
     """
-    src_ids = _source_ids(model, tokenizer, source)
-    budget = _step_budget(model, max_len)
+    src_ids = checked_source_ids(model, tokenizer, source)
+    budget = step_budget(model, max_len)
     if not isinstance(beam, int) or beam < 1:
         raise DecodeError(f"beam width must be a positive integer, got {beam!r}")
-    src = _tensor(src_ids, model)
+    src = batch_of_one(src_ids, model)
     src_mask = padding_mask(src)
     memory = model.encode(src, src_mask, positions=positions)
     cache, vocab = DecoderCache(), model.config.tgt_vocab
-    seqs, scores = _tensor([BOS], model), torch.zeros(1, device=src.device)
+    seqs, scores = batch_of_one([BOS], model), torch.zeros(1, device=src.device)
     finished: list[tuple[list[int], float]] = []
     for _ in range(budget):
         memory_rows = memory.expand(len(seqs), -1, -1)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .decoding import DecodeError, Source, _source_ids, _step_budget, _tensor
+from .decoding import DecodeError, Source, batch_of_one, checked_source_ids, step_budget
 from .masks import padding_mask
 from .model import DecoderCache, EncoderDecoder
 from .special_tokens import BOS, EOS
@@ -136,16 +136,16 @@ def sample(model: EncoderDecoder, tokenizer: Tokenizer, source: Source, settings
     DecodeError (ValueErrors) for input or settings that cannot be used, before any work.
     """
     settings = settings or SampleSettings()
-    src_ids = _source_ids(model, tokenizer, source)
-    budget = _step_budget(model, max_len)
+    src_ids = checked_source_ids(model, tokenizer, source)
+    budget = step_budget(model, max_len)
     generator = torch.Generator().manual_seed(settings.seed)
-    src = _tensor(src_ids, model)
+    src = batch_of_one(src_ids, model)
     src_mask = padding_mask(src)
     memory = model.encode(src, src_mask)
     cache = DecoderCache()
     prefix, steps = [BOS], []
     for t in range(budget):
-        hidden = model.decode(memory, src_mask, _tensor(prefix[cache.length:], model), cache=cache)
+        hidden = model.decode(memory, src_mask, batch_of_one(prefix[cache.length:], model), cache=cache)
         logits = model.generator.proj(hidden[0, -1]).to("cpu", torch.float32)
         dist = filter_logits(logits, settings)
         token = int(torch.multinomial(dist["filtered"], 1, generator=generator))
@@ -174,14 +174,14 @@ def output_logits(model: EncoderDecoder, tokenizer: Tokenizer, source: Source, o
     """(len(output_ids), tgt_vocab) float32: the raw logits the model gives at each step of a decode that
     wrote `output_ids`, from one causal pass over `<s> output_ids[:-1]` (log_softmax of a row equals that
     step's log-probs in `greedy_decode`, up to float rounding)."""
-    src_ids = _source_ids(model, tokenizer, source)
+    src_ids = checked_source_ids(model, tokenizer, source)
     if not output_ids:
         raise DecodeError("there are no output tokens to score")
     prefix = [BOS] + list(output_ids[:-1])
     if len(prefix) > model.config.max_len:
         raise DecodeError(f"the output is {len(output_ids)} tokens long; this model writes at most "
                           f"{model.config.max_len}")
-    src = _tensor(src_ids, model)
+    src = batch_of_one(src_ids, model)
     src_mask = padding_mask(src)
-    hidden = model.decode(model.encode(src, src_mask), src_mask, _tensor(prefix, model))
+    hidden = model.decode(model.encode(src, src_mask), src_mask, batch_of_one(prefix, model))
     return model.generator.proj(hidden[0]).to("cpu", torch.float32)

@@ -7,7 +7,7 @@ import re
 
 from transformer.i18n import Localized, t
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
-from .base import Task, TaskError, _bounded_int, _draw_up_to, is_heldout
+from .base import Task, TaskError, bounded_int, draw_up_to, is_heldout
 
 
 class Addition(Task):
@@ -18,7 +18,7 @@ class Addition(Task):
     alphabet = "0123456789+"
 
     def __init__(self, max_digits: int = 3):
-        super().__init__(max_digits=_bounded_int("max_digits", max_digits, 1, 8))
+        super().__init__(max_digits=bounded_int("max_digits", max_digits, 1, 8))
         self.max_digits = max_digits
         number = rf"(0|[1-9][0-9]{{0,{max_digits - 1}}})"
         self._pattern = re.compile(rf"{number}\+{number}")
@@ -36,7 +36,7 @@ class Addition(Task):
 
     def random_source(self, rng: random.Random) -> str:
         top = 10**self.max_digits - 1
-        return f"{_draw_up_to(rng, top)}+{_draw_up_to(rng, top)}"
+        return f"{draw_up_to(rng, top)}+{draw_up_to(rng, top)}"
 
     def in_heldout(self, source: str) -> bool:
         """The 100 single-digit sums all stay in training: too few to spare, and holding some out hid whole

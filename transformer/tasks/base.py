@@ -53,14 +53,14 @@ def encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> tuple[to
     return _pad(srcs), _pad(tgts)
 
 
-def _bounded_int(name: str, value, low: int, high: int) -> int:
+def bounded_int(name: str, value, low: int, high: int) -> int:
     """`value` when it is a whole number in low..high; TaskError otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise TaskError(t("messages.bounded", name=name, lo=low, hi=high, got=repr(value)))
     return value
 
 
-def _draw_up_to(rng: random.Random, max_value: int) -> int:
+def draw_up_to(rng: random.Random, max_value: int) -> int:
     """A number in 0..max_value: a digit count drawn uniformly first, so short numbers are common too."""
     digits = rng.randint(1, len(str(max_value)))
     return rng.randint(0 if digits == 1 else 10 ** (digits - 1), min(10**digits - 1, max_value))

@@ -9,7 +9,7 @@ from datetime import date, timedelta
 
 from transformer.i18n import Localized, t
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
-from .base import Task, TaskError, _bounded_int
+from .base import Task, TaskError, bounded_int
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
@@ -102,8 +102,8 @@ class Dates(Task):
     alphabet = "".join(sorted({c for f in DATE_FORMATS for d in _LEAP_YEAR for c in f.render(d)} | set("-")))
 
     def __init__(self, min_year: int = 1950, max_year: int = 2049):
-        super().__init__(min_year=_bounded_int("min_year", min_year, 1000, 9999),
-                         max_year=_bounded_int("max_year", max_year, 1000, 9999))
+        super().__init__(min_year=bounded_int("min_year", min_year, 1000, 9999),
+                         max_year=bounded_int("max_year", max_year, 1000, 9999))
         if min_year > max_year:
             raise TaskError(t("messages.years_order", lo=min_year, hi=max_year))
         self.min_year, self.max_year = min_year, max_year

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from transformer.i18n import Localized, t
 from transformer.network.special_tokens import BOS, EOS, PAD
 from transformer.network.tokenizers import CharTokenizer, Tokenizer
-from .base import HELDOUT_BUCKETS, Task, TaskError, _bounded_int, stable_hash
+from .base import HELDOUT_BUCKETS, Task, TaskError, bounded_int, stable_hash
 
 if TYPE_CHECKING:  # annotations only
     import torch
@@ -24,8 +24,8 @@ class LetterTask(Task):
     alphabet = string.ascii_lowercase
 
     def __init__(self, min_len: int = 1, max_len: int = 16):
-        super().__init__(min_len=_bounded_int("min_len", min_len, 1, 48),
-                         max_len=_bounded_int("max_len", max_len, 1, 48))
+        super().__init__(min_len=bounded_int("min_len", min_len, 1, 48),
+                         max_len=bounded_int("max_len", max_len, 1, 48))
         if min_len > max_len:
             raise TaskError(t("messages.lengths_order", lo=min_len, hi=max_len))
         self.min_len, self.max_len = min_len, max_len

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from transformer.i18n import Localized, t
 from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
-from .base import Task, TaskError, _bounded_int
+from .base import Task, TaskError, bounded_int
 
 EN_SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
             "sixteen seventeen eighteen nineteen").split()
@@ -70,7 +70,7 @@ def draw_number(rng: random.Random, max_value: int) -> int:
     return 1000 * thousands + rng.randint(0, min(999, max_value - 1000 * thousands))
 
 
-def _read_english(words: str) -> int | None:
+def read_english(words: str) -> int | None:
     """The value of lower-case English number words (None for an unknown word); style is not checked."""
     total = current = 0
     for word in words.split(" "):
@@ -99,7 +99,7 @@ class Numbers(Task):
     corpus_pairs, vocab_size, boundary = 2000, 300, "|"
 
     def __init__(self, max_value: int = 999):
-        super().__init__(max_value=_bounded_int("max_value", max_value, 10, MAX_NUMBER))
+        super().__init__(max_value=bounded_int("max_value", max_value, 10, MAX_NUMBER))
         self.max_value = max_value
         self._max_chars = tuple(self._longest(words) for words in (english_number, german_number))
 
@@ -124,7 +124,7 @@ class Numbers(Task):
     def number(self, source: str) -> int:
         """The value of `source`; TaskError unless it is written as `english_number` writes it, in range."""
         words = " ".join(source.lower().split())
-        value = _read_english(words)
+        value = read_english(words)
         if value is None or value > MAX_NUMBER or english_number(value) != words:
             raise TaskError(t("messages.english_number", got=repr(source)))
         if value > self.max_value:

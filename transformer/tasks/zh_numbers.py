@@ -7,7 +7,7 @@ import random
 from transformer.i18n import Localized, t
 from transformer.network.tokenizers import SentencePieceTokenizer, Tokenizer
 from .base import Task, TaskError
-from .numbers import EN_SMALL, EN_TENS, _read_english, draw_number, english_number
+from .numbers import EN_SMALL, EN_TENS, draw_number, english_number, read_english
 
 ZH_DIGITS = "零一二三四五六七八九"
 ZH_PLACES = ((1000, "千"), (100, "百"), (10, "十"), (1, ""))
@@ -128,7 +128,7 @@ class ZhNumbers(Task):
     def number(self, source: str) -> int:
         """The value of `source`; TaskError unless it is written as `british_number` writes it, in range."""
         words = " ".join(source.lower().split())
-        value = _read_english(" ".join(w for w in words.split(" ") if w != "and"))
+        value = read_english(" ".join(w for w in words.split(" ") if w != "and"))
         if value is None or value > ZH_MAX or british_number(value) != words:
             raise TaskError(t("messages.british_number", most=ZH_MAX, got=repr(source)))
         return value
