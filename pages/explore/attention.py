@@ -18,7 +18,7 @@ from ui.code_links import code_link
 from ui.failure import fragment
 from ui.markdown import code, literal
 from ui.state import View
-from ui.tables.attention import ATTENTION, KINDS
+from ui.tables.attention import ATTENTION, KIND_NAMES, KINDS
 from ui.widgets import (
     finish, header, input_picker, layer_or_head, require_model, verdict, warn_if_longer_than_trained,
 )
@@ -31,8 +31,6 @@ from transformer.charts.export import chart_filename, figure_to_html, figure_to_
 from transformer.network.tokenizers import TokenizerError
 from transformer.i18n import Texts, t
 
-KIND_NAMES = Texts({"cross": "charts.kind.cross", "encoder_self": "charts.kind.encoder_self",
-                    "decoder_self": "attention.kind.decoder_self"})
 KIND_HELP = Texts({"cross": "attention.help.cross", "encoder_self": "attention.help.encoder_self",
                    "decoder_self": "attention.help.decoder_self"})  # what the rows and columns are
 DECODER_ROWS = ("cross", "decoder_self")  # kinds whose rows are the decoder's queries

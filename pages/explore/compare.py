@@ -18,7 +18,7 @@ from ui.failure import callback, fragment
 from ui.markdown import code, literal
 from ui.runs_table import shape_text
 from ui.state import View
-from ui.tables.attention import KINDS
+from ui.tables.attention import KIND_NAMES, KINDS
 from ui.tables.compare import COMPARE
 from ui.widgets import finish, header, input_picker, layer_or_head, no_model, verdict
 from transformer import charts
@@ -30,11 +30,9 @@ from transformer.network.decoding import DecodeError, DecodeResult
 from transformer.analysis.evaluation import evaluate_pairs
 from transformer.charts.export import chart_filename
 from transformer.network.tokenizers import TokenizerError
-from transformer.i18n import Texts, t
+from transformer.i18n import t
 
 SIDES = ("A", "B")
-KIND_NAMES = Texts({"cross": "charts.kind.cross", "encoder_self": "charts.kind.encoder_self",
-                    "decoder_self": "attention.kind.decoder_self"})
 
 
 class Side:

@@ -7,10 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from transformer.i18n import Texts
 from ui.state import Choice, Int, IntList, Prop, StateTable, register
 from ui.tables.shared import INPUT, KNOCK_MODE, KNOCKED, LANG, MODEL, PRESENTER
 
 KINDS = ("cross", "encoder_self", "decoder_self")
+KIND_NAMES = Texts({"cross": "charts.kind.cross", "encoder_self": "charts.kind.encoder_self",  # the kind pickers'
+                    "decoder_self": "attention.kind.decoder_self"})
 
 
 @dataclass(frozen=True)
