@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.small_models import TASK, TOKENIZER, heldout_batch, small_model
 
 from transformer.bundle import ModelBundle
 from transformer.network.budget import parameter_count
@@ -18,27 +19,11 @@ from transformer.network.model import EncoderDecoder
 from transformer.network.special_tokens import BOS, EOS
 from transformer.network.trace import AttentionTrace
 from transformer.store.checkpoints import load_bundle, save_bundle
-from transformer.tasks import encode_pairs, make_task
-
-TASK = make_task("reverse", min_len=2, max_len=6)
-TOKENIZER = TASK.make_tokenizer()
 
 
 def qk_model(seed: int = 0) -> EncoderDecoder:
-    """A small qk-norm model whose norm scales are random (ones would hide a missing scale)."""
-    torch.manual_seed(seed)
-    config = ModelConfig(TOKENIZER.vocab_size, TOKENIZER.vocab_size, 2, 2, d_model=16, n_heads=2, d_ff=32,
-                         max_len=10, qk_norm=True)
-    model = EncoderDecoder(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(("q_norm.weight", "k_norm.weight")):
-                p.uniform_(0.5, 3.0)
-    return model
-
-
-def batch():
-    return encode_pairs(TOKENIZER, TASK.pairs(6, seed=3, split="heldout"))
+    """A small qk-norm model (its norm scales random)."""
+    return small_model(seed, d_model=16, n_heads=2, d_ff=32, max_len=10, qk_norm=True)
 
 
 def rms_normalised(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -53,7 +38,7 @@ def heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def test_traced_forward_equals_fast_forward():
-    model, (src, tgt) = qk_model(), batch()
+    model, (src, tgt) = qk_model(), heldout_batch()
     fast = model(src, tgt, padding_mask(src), target_mask(tgt))
     trace = AttentionTrace()
     slow = model(src, tgt, padding_mask(src), target_mask(tgt), trace=trace)
@@ -62,7 +47,7 @@ def test_traced_forward_equals_fast_forward():
 
 
 def test_recorded_scores_are_those_of_the_normalised_queries_and_keys():
-    model, (src, _) = qk_model(), batch()
+    model, (src, _) = qk_model(), heldout_batch()
     trace = AttentionTrace()
     with torch.no_grad():
         model.encode(src, padding_mask(src), trace)
@@ -82,7 +67,7 @@ def test_recorded_scores_are_those_of_the_normalised_queries_and_keys():
 
 def test_cached_greedy_decode_equals_teacher_forced_argmax():
     """The KV cache stores normalised keys: step-by-step greedy ids equal the argmax of one full pass over them."""
-    model, (src, _) = qk_model(1), batch()
+    model, (src, _) = qk_model(1), heldout_batch()
     ids = greedy_batch(model, src, 8)  # without <s>; </s> then <pad> where a row ended
     prefix = torch.cat([torch.full((ids.size(0), 1), BOS), ids[:, :-1]], dim=1)
     with torch.no_grad():
@@ -93,7 +78,7 @@ def test_cached_greedy_decode_equals_teacher_forced_argmax():
 
 
 def test_checkpoint_round_trip_keeps_qk_norm(tmp_path):
-    model, (src, tgt) = qk_model(), batch()
+    model, (src, tgt) = qk_model(), heldout_batch()
     loaded = load_bundle(save_bundle(ModelBundle(model, TOKENIZER, TASK, {}), tmp_path / "qk.safetensors"))
     assert loaded.config.qk_norm and loaded.config == model.config
     with torch.no_grad():

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.small_models import TASK, TOKENIZER, heldout_batch, small_model
 
 from transformer.bundle import ModelBundle
 from transformer.network.attention import attention
@@ -20,29 +21,16 @@ from transformer.network.model import DecoderCache, EncoderDecoder
 from transformer.network.positional import alibi_slopes, rotate
 from transformer.network.trace import AttentionTrace
 from transformer.store.checkpoints import load_bundle, save_bundle
-from transformer.tasks import encode_pairs, make_task
+from transformer.tasks import encode_pairs
 
-TASK = make_task("reverse", min_len=2, max_len=6)
-TOKENIZER = TASK.make_tokenizer()
 SCHEMES = ("rope", "alibi")
 N_HEADS, D_HEAD = 4, 4
 SLOPES_4 = [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]  # Press et al.: 2^(-8/n), 2^(-16/n), ... for n = 4
 
 
 def make_model(positional: str, seed: int = 0, qk_norm: bool = False) -> EncoderDecoder:
-    torch.manual_seed(seed)
-    config = ModelConfig(TOKENIZER.vocab_size, TOKENIZER.vocab_size, 2, 2, d_model=N_HEADS * D_HEAD,
-                         n_heads=N_HEADS, d_ff=32, max_len=12, positional=positional, qk_norm=qk_norm)
-    model = EncoderDecoder(config).eval()
-    with torch.no_grad():  # random norm scales: ones would hide a norm applied after the rotation
-        for name, p in model.named_parameters():
-            if name.endswith(("q_norm.weight", "k_norm.weight")):
-                p.uniform_(0.5, 3.0)
-    return model
-
-
-def batch():
-    return encode_pairs(TOKENIZER, TASK.pairs(6, seed=3, split="heldout"))
+    return small_model(seed, d_model=N_HEADS * D_HEAD, n_heads=N_HEADS, d_ff=32, max_len=12, positional=positional,
+                       qk_norm=qk_norm)
 
 
 def heads(x: torch.Tensor) -> torch.Tensor:
@@ -89,7 +77,7 @@ def expected_scores(attn, x, scheme: str, first_query: int = 0) -> torch.Tensor:
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_traced_forward_equals_fast_forward(scheme):
-    model, (src, tgt) = make_model(scheme), batch()
+    model, (src, tgt) = make_model(scheme), heldout_batch()
     fast = model(src, tgt, padding_mask(src), target_mask(tgt))
     trace = AttentionTrace()
     slow = model(src, tgt, padding_mask(src), target_mask(tgt), trace=trace)
@@ -101,7 +89,7 @@ def test_traced_forward_equals_fast_forward(scheme):
 @pytest.mark.parametrize("qk_norm", [False, True])
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_recorded_scores_equal_an_independent_recomputation(scheme, qk_norm):
-    model, (src, tgt) = make_model(scheme, qk_norm=qk_norm), batch()
+    model, (src, tgt) = make_model(scheme, qk_norm=qk_norm), heldout_batch()
     trace = AttentionTrace()
     with torch.no_grad():
         model(src, tgt, padding_mask(src), target_mask(tgt), trace=trace)
@@ -121,7 +109,7 @@ def test_recorded_scores_equal_an_independent_recomputation(scheme, qk_norm):
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_cross_attention_gets_no_positions(scheme):
     """Documented choice: queries and keys of cross-attention live in different sequences, so no rotation or bias."""
-    model, (src, tgt) = make_model(scheme), batch()
+    model, (src, tgt) = make_model(scheme), heldout_batch()
     trace = AttentionTrace()
     with torch.no_grad():
         memory = model.encode(src, padding_mask(src))
@@ -157,7 +145,7 @@ def test_cached_step_decoding_equals_full_recomputation(scheme):
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_step_scores_use_the_cached_offset(scheme):
     """A step fed with a cache of n tokens records the scores of query position n (not 0) against keys 0..n."""
-    model, (src, tgt) = make_model(scheme, seed=2), batch()
+    model, (src, tgt) = make_model(scheme, seed=2), heldout_batch()
     src, tgt = src[:1], tgt[:1, :5]
     with torch.no_grad():
         memory = model.encode(src, padding_mask(src))
@@ -172,7 +160,7 @@ def test_step_scores_use_the_cached_offset(scheme):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_checkpoint_round_trip(tmp_path, scheme):
-    model, (src, tgt) = make_model(scheme, qk_norm=True), batch()
+    model, (src, tgt) = make_model(scheme, qk_norm=True), heldout_batch()
     loaded = load_bundle(save_bundle(ModelBundle(model, TOKENIZER, TASK, {}), tmp_path / f"{scheme}.safetensors"))
     assert loaded.config == model.config and loaded.config.positional == scheme
     with torch.no_grad():
