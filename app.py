@@ -1,7 +1,8 @@
 """Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
 (active model). `ast.parse` takes one lock where Python needs it, and a server's first run pauses the garbage
 collector (ui/runtime.py); an error nobody expected ends a run with a note, not a traceback (ui/failure.py); once its
-page is drawn, the server warms what the other pages need (ui/warm.py)."""
+page is drawn, the server warms what the other pages need (ui/warm.py), and a page that computes, opened before
+torch's import has ended, waits for it under a spinner that says so."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from transformer.i18n import t
 from ui import failure, runtime, warm
 from ui.catalog import PAGES
 from ui.preload import preload_charts
@@ -43,6 +45,8 @@ def main() -> None:
     if language.current() != before:  # a link in the other language: its navigation is titled afresh
         st.rerun()
     render_sidebar()
+    if page.url_path and not runtime.torch_loaded():  # every page but home computes with torch (ui/glance.py)
+        runtime.load_torch(t("app.loading_torch"))
     page.run()
 
 

@@ -1,18 +1,20 @@
-"""Process-wide runtime choices: one `ast.parse` at a time where Python needs it, torch's thread count and the garbage
-collector around a server's first page run. No torch at import: app.py imports this before anything imports torch
-(a fresh server's first page may need none: ui/glance.py). (Nagle's algorithm on the server's sockets is uvloop's
-to turn off: requirements.txt.)"""
+"""Process-wide runtime choices: one `ast.parse` at a time where Python needs it, torch's thread count, its import
+waited for under a spinner, and the garbage collector around a server's first page run. No torch at import: app.py
+imports this before anything imports torch (a fresh server's first page may need none: ui/glance.py). (Nagle's
+algorithm on the server's sockets is uvloop's to turn off: requirements.txt.)"""
 
 from __future__ import annotations
 
 import ast
 import functools
 import gc
+import importlib
 import os
 import sys
 import threading
 from contextlib import contextmanager
 
+import streamlit as st
 import streamlit.delta_generator
 
 _lock = threading.Lock()
@@ -56,6 +58,20 @@ def configure_torch() -> None:
 
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
+
+
+def torch_loaded() -> bool:
+    """Whether torch's import has ended: not begun, or under way in another thread (the warm-up's), is False."""
+    module = sys.modules.get("torch")
+    return module is not None and not getattr(module.__spec__, "_initializing", False)
+
+
+def load_torch(note: str) -> None:
+    """Import torch, or wait for the import another thread has begun, under a spinner saying `note` (shown once it
+    takes half a second: Streamlit's delay). A page that computes, opened on a fresh server before the warm-up has
+    imported torch, waited for it on a blank page (1-3 s on two cores)."""
+    with st.spinner(note):
+        importlib.import_module("torch")
 
 
 @contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers.browser import open_app_page, serving
 
+from transformer.i18n import t, using
 from ui.preload import BEACON, BEACON_FILE, CHARTS, LATER, PLOTLY_FILE, chunk
 
 # In-page: when the home page's "At a glance" subheader (its first h3, written once the first run has its decode,
@@ -28,6 +29,14 @@ CHART_DRAWN_JS = """() => {
     if (!window.chartDrawn && document.querySelector('.ap-chart[data-ap-step]:not([data-ap-step=""])'))
       window.chartDrawn = performance.now();
   }).observe(document, {childList: true, subtree: true, attributes: true});
+}"""
+# In-page: every text a spinner showed (Streamlit's spinner: a transient element, gone once its wait is over)
+SPINNER_JS = """() => {
+  window.spinnerTexts = [];
+  new MutationObserver(() => {
+    const text = document.querySelector('[data-testid=stSpinner]')?.innerText;
+    if (text && !window.spinnerTexts.includes(text)) window.spinnerTexts.push(text);
+  }).observe(document, {childList: true, subtree: true, characterData: true});
 }"""
 BEACON_JS = """(path) => performance.getEntriesByType('resource').filter(e => e.name.endsWith(path))
   .map(e => ({start: e.startTime, status: e.responseStatus}))"""
@@ -102,3 +111,15 @@ def test_the_page_tells_the_server_once_it_has_drawn_its_chart(fresh_server, pag
     told, drawn = page.evaluate(BEACON_JS, path), page.evaluate("window.chartDrawn")
     assert len(told) == 1 and told[0]["status"] == 200, told
     assert drawn is not None and told[0]["start"] > drawn, (told, drawn)
+
+
+def test_a_page_that_computes_opened_first_says_it_waits_for_torch(fresh_server, page):
+    """A fresh server's first page, if it computes (every page but home), imports torch before it draws anything:
+    1-3 s on two cores, which the reader used to spend before a blank page. A spinner now says why, in the reader's
+    language, then the page draws."""
+    page.add_init_script(f"({SPINNER_JS})()")
+    open_app_page(page, fresh_server.url + "/code?lang=zh")
+    with using("zh"):
+        assert t("app.loading_torch") in page.evaluate("window.spinnerTexts")
+        assert page.locator("h1").first.inner_text() == t("app.page.code")
+    assert page.locator("[data-testid=stSpinner]").count() == 0

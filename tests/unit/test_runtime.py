@@ -74,6 +74,17 @@ def test_torch_imported_after_it_was_configured_runs_on_one_thread_in_every_thre
     assert threads.split() == ["1", "1"]
 
 
+def test_a_page_waits_for_the_import_of_torch_another_thread_has_begun():
+    """torch half imported by another thread (the warm-up's) is not loaded; `load_torch` (outside a script run: no
+    spinner) returns once that import has ended."""
+    seen = fresh_python("import sys, threading, time\nfrom ui import runtime\nbefore = runtime.torch_loaded()\n"
+                        "threading.Thread(target=lambda: __import__('torch')).start()\n"
+                        "while 'torch' not in sys.modules: time.sleep(0.001)\n"
+                        "during = runtime.torch_loaded()\nruntime.load_torch('loading')\n"
+                        "print(before, during, runtime.torch_loaded(), hasattr(sys.modules['torch'], 'nn'))")
+    assert seen.split() == ["False", "False", "True", "True"]
+
+
 @pytest.mark.parametrize(("version", "shared"), [((3, 11, 0), True), ((3, 11, 7), True), ((3, 11, 8), False),
                                                  ((3, 12, 1), True), ((3, 12, 2), False), ((3, 13, 0), False)])
 def test_the_pythons_whose_ast_constructor_shares_its_depth_count(version, shared):
