@@ -136,8 +136,8 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     assert download.value.suggested_filename == f"reverse-{frozen}.safetensors"
 
     page.get_by_role("button", name="Use this model").click()
-    settle(page)
-    assert page.get_by_text("is now the active model").count()
+    settle(page)  # (under load the click's run may begin after settle's look for it: hence the wait below)
+    wait_until(page, lambda: page.get_by_text("is now the active model").count(), "the model to be made active")
     sidebar = page.locator("[data-testid=stSidebar]")
     assert f"Trained: {frozen:,} steps" in sidebar.inner_text()  # the sidebar's card: the new model is active
     assert "1+1 layers × 2 heads, d_model 16" in sidebar.inner_text()
