@@ -67,9 +67,11 @@ def torch_loaded() -> bool:
 
 
 def load_torch(note: str) -> None:
-    """Import torch, or wait for the import another thread has begun, under a spinner saying `note` (shown once it
-    takes half a second: Streamlit's delay). A page that computes, opened on a fresh server before the warm-up has
-    imported torch, waited for it on a blank page (1-3 s on two cores)."""
+    """Unless torch is loaded: import it, or wait for the import another thread has begun, under a spinner saying
+    `note` (shown once it takes half a second: Streamlit's delay). A page that computes, opened on a fresh server
+    before the warm-up has imported torch, waited for it on a blank page (1-3 s on two cores)."""
+    if torch_loaded():
+        return
     with st.spinner(note):
         importlib.import_module("torch")
 

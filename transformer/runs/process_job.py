@@ -13,8 +13,8 @@ How it works
   multiprocessing's Connection, and this process's sys.path. It is not started through
   multiprocessing.Process: spawn re-runs the parent's __main__ script in the child, and inside a Streamlit
   script run __main__ is the app script itself (Streamlit installs it as sys.modules["__main__"]), so every
-  worker would first run the whole app. It (transformer.runs.relay) builds the Trainer and runs an ordinary TrainingJob
-  (with `threads` torch threads, default 1 as TrainingJob). Its main thread relays: it applies the
+  worker would first run the whole app. It (transformer.runs.relay) builds the Trainer and runs an ordinary
+  TrainingJob (with `threads` torch threads, default 1 as TrainingJob). Its main thread relays: it applies the
   commands that come down the pipe and sends progress (step, loss, steps/s, state, new history rows, new
   probe results) every PUBLISH_EVERY seconds while something changed. Messages are pickled with the plain
   pickler and sent as bytes, so no tensor travels through shared memory that a killed child takes along.
