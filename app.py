@@ -45,7 +45,7 @@ def main() -> None:
     if language.current() != before:  # a link in the other language: its navigation is titled afresh
         st.rerun()
     render_sidebar()
-    if page.url_path:  # every page but home computes with torch (ui/glance.py)
+    if page.url_path:  # every page but home computes with torch (home only a decode no server kept: ui/glance.py)
         runtime.load_torch(t("app.loading_torch"))
     page.run()
 

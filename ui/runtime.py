@@ -66,13 +66,22 @@ def torch_loaded() -> bool:
     return module is not None and not getattr(module.__spec__, "_initializing", False)
 
 
-def load_torch(note: str) -> None:
-    """Unless torch is loaded: import it, or wait for the import another thread has begun, under a spinner saying
-    `note` (shown once it takes half a second: Streamlit's delay). A page that computes, opened on a fresh server
-    before the warm-up has imported torch, waited for it on a blank page (1-3 s on two cores)."""
+@contextmanager
+def torch_spinner(note: str):
+    """Around work that may import torch: unless torch is loaded, a spinner saying `note` (shown once the work takes
+    half a second: Streamlit's delay, so work that needs no torch after all shows nothing). A page that computes,
+    opened on a fresh server before the warm-up has imported torch, waited for it on a blank page (1-3 s on two
+    cores)."""
     if torch_loaded():
+        yield
         return
     with st.spinner(note):
+        yield
+
+
+def load_torch(note: str) -> None:
+    """Import torch, or wait for the import another thread has begun, under `torch_spinner(note)`."""
+    with torch_spinner(note):
         importlib.import_module("torch")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from ui import display, glance
+from ui import display, glance, runtime
 from ui import model_registry as registry
 from ui.catalog import PAGES
 from ui.code_links import code_link
@@ -50,7 +50,8 @@ def decoded(view: View, key: str) -> tuple[str, Glance | None, str]:
     read gives way to the default input, with a note."""
     text = view.get("input")
     try:
-        seen = glance.default(key) if text is None else glance.of(key, text)
+        with runtime.torch_spinner(t("app.loading_torch")):  # a decode not kept computes, and may import torch
+            seen = glance.default(key) if text is None else glance.of(key, text)
         return seen.input, seen, ""
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message
         if not view.from_link("input"):

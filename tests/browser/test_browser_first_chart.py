@@ -113,13 +113,18 @@ def test_the_page_tells_the_server_once_it_has_drawn_its_chart(fresh_server, pag
     assert drawn is not None and told[0]["start"] > drawn, (told, drawn)
 
 
-def test_a_page_that_computes_opened_first_says_it_waits_for_torch(fresh_server, page):
-    """A fresh server's first page, if it computes (every page but home), imports torch before it draws anything:
-    1-3 s on two cores, which the reader used to spend before a blank page. A spinner now says why, in the reader's
-    language, then the page draws."""
+@pytest.mark.parametrize("path, heading, first_section", [
+    ("/code?lang=zh", "app.page.code", "code.kind"),
+    ("/?input=hello&lang=zh", "home.title", "home.glance"),  # an input from a link: a decode no server kept
+])
+def test_a_page_that_computes_opened_first_says_it_waits_for_torch(fresh_server, page, path, heading, first_section):
+    """A fresh server's first page, if it computes (every page but home, and home for a decode no earlier server
+    kept), waits for torch's import before it draws its computed part: 1-3 s on two cores, which the reader used to
+    spend before a blank page. A spinner now says why, in the reader's language, then the page draws."""
     page.add_init_script(f"({SPINNER_JS})()")
-    open_app_page(page, fresh_server.url + "/code?lang=zh")
+    open_app_page(page, fresh_server.url + path)
     with using("zh"):
         assert t("app.loading_torch") in page.evaluate("window.spinnerTexts")
-        assert page.locator("h1").first.inner_text() == t("app.page.code")
+        assert page.locator("h1").first.inner_text() == t(heading)
+        page.get_by_text(t(first_section), exact=True).first.wait_for()
     assert page.locator("[data-testid=stSpinner]").count() == 0
