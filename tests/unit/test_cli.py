@@ -108,18 +108,32 @@ def test_train_time_limit_and_models_listing(trained, tmp_path, capsys):
     assert "tiny" in capsys.readouterr().out
 
 
+def as_in_a_terminal() -> None:
+    """A terminal starts a command with Ctrl-C's signal handled as by default and not blocked. A child inherits both
+    from its parent, and a shell without job control starts a background command (`... &` in a script) with SIGINT
+    ignored: a test run started so handed its CLI a Ctrl-C that never arrived, and the CLI trained on for minutes."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_saves_what_it_has(tmp_path):
     out, log = tmp_path / "interrupted.safetensors", tmp_path / "stderr.txt"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with log.open("w") as err:
         command = [sys.executable, "-m", "transformer", "train", "--task", "reverse", "--steps", "100000", *TINY,
                    "--out", str(out)]
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
-        deadline = time.time() + 60
-        while "step " not in log.read_text() and time.time() < deadline:
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        stdout, _ = proc.communicate(timeout=60)
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                preexec_fn=as_in_a_terminal)
+        try:
+            deadline = time.time() + 60
+            while "step " not in log.read_text() and time.time() < deadline:
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            stdout, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:  # it did not stop: end it, not leave it training beside the other tests
+                proc.kill()
+                proc.wait()
     assert proc.returncode == 130, log.read_text()
     result = last_json(stdout)
     assert result["stopped"] == "interrupted" and result["steps"] >= 1
