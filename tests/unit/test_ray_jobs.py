@@ -6,8 +6,10 @@ for the machine's network address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, it
 with ray 2.60.0: GCS and raylet then listened on every interface and the runtime-env agent on the network
 address). Usage statistics are off (RAY_USAGE_STATS_ENABLED=0 and --disable-usage-stats), so nothing leaves the
 machine; test_the_lifecycle checks the listening sockets of every process of the cluster and of this one
-while actors run. The head runs in a session of its own: at the end SIGTERM stops it and its processes, and
-whatever of that session is left is killed (only processes this module started).
+while actors run. Token authentication is off (RAY_AUTH_MODE=disabled): a head started where an earlier local
+`ray.init()` left a token (~/.ray/auth_token) turned it on, and this process's driver, not sending it, was refused.
+The head runs in a session of its own: at the end SIGTERM stops it and its processes, and whatever of that session
+is left is killed (only processes this module started).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ TINY_TRAIN = TrainConfig(task="copy", task_params={"min_len": 1, "max_len": 4}, 
 BOOT = 120.0  # seconds for an actor to start: a fresh worker process imports ray and torch (far longer when loaded)
 wait_for = waiter(BOOT, "the actor")
 CPUS = 2
-LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+LOCAL_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled"}
 
 
 @dataclass
