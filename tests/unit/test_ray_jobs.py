@@ -1,4 +1,4 @@
-"""RayJob (transformer/ray_jobs.py) against a local Ray cluster that this module starts and stops itself.
+"""RayJob (transformer/runs/ray_job.py) against a local Ray cluster that this module starts and stops itself.
 
 The cluster is one head node (`ray start --head --block`, 2 CPUs, no dashboard) whose every component is bound
 to 127.0.0.1: --node-ip-address=127.0.0.1 alone is not enough on Linux (Ray swaps a loopback node address
