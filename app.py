@@ -10,7 +10,6 @@ from pathlib import Path
 
 import streamlit as st
 
-from transformer.i18n import t
 from ui import failure, runtime, warm
 from ui.catalog import PAGES
 from ui.preload import preload_charts
@@ -46,7 +45,7 @@ def main() -> None:
         st.rerun()
     render_sidebar()
     if page.url_path:  # every page but home computes with torch (home only a decode no server kept: ui/glance.py)
-        runtime.load_torch(t("app.loading_torch"))
+        runtime.load_torch()
     page.run()
 
 

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 import streamlit as st
 import streamlit.delta_generator
 
+from transformer.i18n import t
+
 _lock = threading.Lock()
 _first_run_seen = False
 _parse_turn = threading.RLock()  # re-entrant: a collection inside a parse may run a finalizer that parses
@@ -67,21 +69,21 @@ def torch_loaded() -> bool:
 
 
 @contextmanager
-def torch_spinner(note: str):
-    """Around work that may import torch: unless torch is loaded, a spinner saying `note` (shown once the work takes
-    half a second: Streamlit's delay, so work that needs no torch after all shows nothing). A page that computes,
-    opened on a fresh server before the warm-up has imported torch, waited for it on a blank page (1-3 s on two
-    cores)."""
+def torch_spinner():
+    """Around work that may import torch: unless torch is loaded, a spinner saying that PyTorch is loading (shown once
+    the work takes half a second: Streamlit's delay, so work that needs no torch after all shows nothing). A page
+    that computes, opened on a fresh server before the warm-up has imported torch, waited for it on a blank page
+    (1-3 s on two cores)."""
     if torch_loaded():
         yield
         return
-    with st.spinner(note):
+    with st.spinner(t("app.loading_torch")):
         yield
 
 
-def load_torch(note: str) -> None:
-    """Import torch, or wait for the import another thread has begun, under `torch_spinner(note)`."""
-    with torch_spinner(note):
+def load_torch() -> None:
+    """Import torch, or wait for the import another thread has begun, under `torch_spinner`."""
+    with torch_spinner():
         importlib.import_module("torch")
 
 

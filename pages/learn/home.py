@@ -50,7 +50,7 @@ def decoded(view: View, key: str) -> tuple[str, Glance | None, str]:
     read gives way to the default input, with a note."""
     text = view.get("input")
     try:
-        with runtime.torch_spinner(t("app.loading_torch")):  # a decode not kept computes, and may import torch
+        with runtime.torch_spinner():  # a decode not kept computes, and may import torch
             seen = glance.default(key) if text is None else glance.of(key, text)
         return seen.input, seen, ""
     except ValueError as exc:  # TokenizerError, DecodeError: the library's own message

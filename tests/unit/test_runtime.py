@@ -80,7 +80,7 @@ def test_a_page_waits_for_the_import_of_torch_another_thread_has_begun():
     seen = fresh_python("import sys, threading, time\nfrom ui import runtime\nbefore = runtime.torch_loaded()\n"
                         "threading.Thread(target=lambda: __import__('torch')).start()\n"
                         "while 'torch' not in sys.modules: time.sleep(0.001)\n"
-                        "during = runtime.torch_loaded()\nruntime.load_torch('loading')\n"
+                        "during = runtime.torch_loaded()\nruntime.load_torch()\n"
                         "print(before, during, runtime.torch_loaded(), hasattr(sys.modules['torch'], 'nn'))")
     assert seen.split() == ["False", "False", "True", "True"]
 
