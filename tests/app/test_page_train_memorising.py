@@ -1,6 +1,7 @@
 """Train page, runs that explain themselves (AppTest, issue 27): own data too small for the recipe is named before
 Start; a run that learns its few pairs by heart says so, with the gap on its curves and what helps; a preset run
-never does; the status reads as a sentence."""
+never does; the status reads as a sentence, and a run that ends under its bar says by how much (and, unless it
+memorises, what to try)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 from pathlib import Path
 
 from helpers.plotly_specs import spec
-from helpers.train_page import key, wait_for
+from helpers.train_page import job_of, key, wait_for
 
 from transformer.training.diagnosis import MIN_LEARNING_PAIRS
 from ui.markdown import plain
@@ -31,10 +32,21 @@ def own_data(train_page, data: str):  # noqa: F811 - the fixture
     return at
 
 
-def finished(at) -> None:
+def finished(at) -> str:
+    """Train STEPS steps; the sentence that says how the run ended."""
     at.number_input(key=key("steps")).set_value(STEPS).run()
     at.button(key="train_start").click().run()
     wait_for(at, lambda a: any(m.value.startswith("**Finished:**") for m in a.markdown), timeout=300)
+    (ending,) = [m.value for m in at.markdown if m.value.startswith("**Finished:**")]
+    return ending
+
+
+def under_target(at) -> str:
+    """What the ending must say of a run that ended under its 99% target: its last evaluation, counted."""
+    last = job_of(at).snapshot().history[-1]
+    assert last["exact_match"] < 0.99 and last["decoding"] == "greedy"
+    right = round(last["exact_match"] * last["samples"])
+    return f"At the end {right:,} of {last['samples']:,} held-out inputs came out exactly right: under its 99% target."
 
 
 def test_too_few_own_pairs_are_named_before_start_and_enough_are_not(train_page):
@@ -49,8 +61,9 @@ def test_too_few_own_pairs_are_named_before_start_and_enough_are_not(train_page)
 
 def test_a_tiny_own_data_run_is_called_memorising_with_what_helps(train_page):
     at = own_data(train_page, FEW)
-    finished(at)
-    assert any(f"the run completed all {STEPS} of its steps" in m.value for m in at.markdown)
+    ending = finished(at)
+    assert f"the run completed all {STEPS} of its steps" in ending
+    assert under_target(at) in ending and "try more total steps" not in ending  # the note below says what helps
     (note,) = [w for w in warnings(at) if "memorising" in w]
     assert note.startswith("**The model is memorising its training pairs.**")
     assert "your data has 38 to train on" in note and "A smaller model" in note
@@ -60,8 +73,10 @@ def test_a_tiny_own_data_run_is_called_memorising_with_what_helps(train_page):
     assert curves["loss"]["y"][-1] > curves["training batch"]["y"][-1] + 1  # and it is wide
 
 
-def test_a_preset_run_is_not_called_memorising(train_page):
-    at = train_page()  # reverse, its preset
-    finished(at)
+def test_a_preset_run_under_its_bar_says_what_to_try_and_is_not_called_memorising(train_page):
+    at = train_page()  # reverse, its preset, cut to STEPS: short of its bar
+    ending = finished(at)
     assert not [w for w in warnings(at) if "memorising" in w]
-    assert any(f"the run completed all {STEPS} of its steps" in m.value for m in at.markdown)
+    assert ending.startswith(f"**Finished:** the run completed all {STEPS} of its steps")
+    assert ending.endswith(f"{under_target(at)} To reach it, try more total steps or another seed (training "
+                           "settings) and Start again.")
