@@ -47,6 +47,18 @@ def test_train_stops_at_target_and_saves(trained):
     assert f"step {result['steps']}/400" in result["stderr"] and "Traceback" not in result["stderr"]
 
 
+def test_train_under_its_target_says_by_how_much(trained, tmp_path, capsys):
+    assert "under --target-accuracy" not in trained[1]["stderr"]  # reached: nothing to say
+    out = tmp_path / "short.safetensors"
+    assert main(["train", "--task", "copy", "--steps", "3", "--target-accuracy", "0.99", *TINY, "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.splitlines()[-1])
+    right = round(result["exact_match"] * result["samples"])
+    assert result["stopped"] == "max steps" and result["samples"] == 1000 and right < 990
+    assert (f"under --target-accuracy 0.99: {right:,} of 1,000 held-out inputs exactly right at the end; more --steps"
+            in captured.err.splitlines()[-1])
+
+
 def test_eval_on_fresh_heldout_inputs(trained, capsys):
     path, result = trained
     assert main(["eval", "--checkpoint", str(path), "--samples", "300", "--seed", "5"]) == 0
