@@ -378,6 +378,28 @@ def test_a_job_stops_at_the_target_after_confirming_it(make_job):
     assert [(row["decoding"], row["samples"]) for row in snap.history] == [("teacher_forced", 8), ("greedy", 16)]
 
 
+def test_a_job_whose_final_evaluation_reaches_the_target_reached_it(make_job):
+    """At its last step a job decodes greedily on as many inputs as a confirmation; where the cheap check on fewer
+    fell short but these reach the target, the run reached it. The trainer's evaluations run, their exact match
+    set: the checks' under the target, the greedy ones' over it."""
+    trainer = tiny_trainer()
+    evaluate = trainer.evaluate
+
+    def scored(samples=None, greedy=True):
+        metrics = evaluate(samples, greedy)
+        metrics["exact_match"] = trainer.history[-1]["exact_match"] = 1.0 if greedy else 0.0
+        return metrics
+
+    trainer.evaluate = scored
+    job = make_job(trainer, max_steps=15, target_exact_match=0.5)
+    job.start()
+    assert job.join(timeout=20)
+    snap = job.snapshot()
+    assert (snap.state, snap.finished_reason, snap.step) == ("finished", "target reached", 15)
+    assert [(row["step"], row["decoding"]) for row in snap.history] == [
+        (10, "teacher_forced"), (15, "teacher_forced"), (15, "greedy")]
+
+
 # A script that ends while its job trains (steps of ~50 ms: the exit comes mid-step). Its own exit handler is
 # registered before thread_job's, so it runs after it and sees how the job ended.
 EXIT_WHILE_TRAINING = """
