@@ -69,7 +69,8 @@ class Job(ABC):
     """A training run controlled from any thread and read through `snapshot()`.
 
     It stops at `max_steps`, after `max_seconds` of training, or once held-out exact match reaches
-    `target_exact_match` (confirmed on the trainer's confirm_samples pairs). `probe(bundle)` runs where the model
+    `target_exact_match` (confirmed on the trainer's confirm_samples pairs; a run out of steps or time is evaluated
+    so, and reached its target if that evaluation does). `probe(bundle)` runs where the model
     trains, at step 0 and every `probe_every` steps; its results come back with their step. A running job that
     hears no `heartbeat()` for `idle_timeout` seconds stops itself ("session gone")."""
 
