@@ -402,13 +402,10 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError(f"training failed at step {snap.step}: {snap.error}")
     if not trainer.history or trainer.history[-1]["step"] != trainer.step_count:
         trainer.evaluate()  # stopped between evaluations (Ctrl-C): measure what is being saved
-    last = trainer.history[-1]
-    if args.target_accuracy is not None and snap.finished_reason in ("max steps", "time limit") \
-            and last["exact_match"] < args.target_accuracy:  # a count: 0.9896 would print as the 0.99 it missed
-        right = round(last["exact_match"] * last["samples"])
-        sys.stderr.write(f"under --target-accuracy {args.target_accuracy:g}: {right:,} of {last['samples']:,} "
-                         "held-out inputs exactly right at the end; more --steps (or --max-seconds) or another "
-                         "--seed may reach it\n")
+    if short := snap.short_of(args.target_accuracy):
+        sys.stderr.write(f"under --target-accuracy {args.target_accuracy:g}: {short[0]:,} of {short[1]:,} held-out "
+                         "inputs exactly right at the end; more --steps (or --max-seconds) or another --seed may "
+                         "reach it\n")
     bundle = trainer.bundle(args.name)
     try:
         path = save_bundle(bundle, args.out)

@@ -17,7 +17,7 @@ from helpers.repo import ROOT, fresh_python
 from transformer.analysis.evaluation import evaluate_bundle, evaluate_pairs, exact_matches, token_hits
 from transformer.network.special_tokens import EOS, PAD
 from transformer.runs import thread_job as job_module
-from transformer.runs.job import JobLimitError
+from transformer.runs.job import JobLimitError, JobSnapshot
 from transformer.runs.thread_job import TrainingJob
 from transformer.training.config import TrainConfig
 from transformer.training.optimizers import FINAL_LR_FRACTION
@@ -398,6 +398,19 @@ def test_a_job_whose_final_evaluation_reaches_the_target_reached_it(make_job):
     assert (snap.state, snap.finished_reason, snap.step) == ("finished", "target reached", 15)
     assert [(row["step"], row["decoding"]) for row in snap.history] == [
         (10, "teacher_forced"), (15, "teacher_forced"), (15, "greedy")]
+
+
+def test_a_run_short_of_its_target_is_counted_not_rounded():
+    def ended(reason: str, exact: float) -> JobSnapshot:
+        return JobSnapshot(step=500, state="finished", history=[{"exact_match": exact, "samples": 10_000}], probes=[],
+                           error=None, steps_per_s=0.0, elapsed=12.0, finished_reason=reason, loss=0.1,
+                           max_steps=500, max_seconds=None)
+
+    assert ended("max steps", 0.9896).short_of(0.99) == (9896, 10_000)  # "99.0%" would hide the miss
+    assert ended("time limit", 0.5).short_of(0.99) == (5000, 10_000)
+    assert ended("max steps", 0.99).short_of(0.99) is None  # at the target
+    assert ended("max steps", 0.5).short_of(None) is None  # no target
+    assert ended("stopped", 0.5).short_of(0.99) is None  # the learner stopped it: not short, unfinished
 
 
 # A script that ends while its job trains (steps of ~50 ms: the exit comes mid-step). Its own exit handler is

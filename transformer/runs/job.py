@@ -64,6 +64,15 @@ class JobSnapshot:
         left = (self.max_steps - self.step) / self.steps_per_s
         return left if self.max_seconds is None else min(left, max(0.0, self.max_seconds - self.elapsed))
 
+    def short_of(self, target: float | None) -> tuple[int, int] | None:
+        """(inputs exactly right, inputs) of the final evaluation of a run that ran out of steps or time under
+        `target`; None for any other run. A count, not a rate: 98.96% would print as the 99.0% it missed."""
+        last = self.history[-1] if self.history else None
+        if target is None or last is None or self.finished_reason not in ("max steps", "time limit") \
+                or last["exact_match"] >= target:
+            return None
+        return round(last["exact_match"] * last["samples"]), last["samples"]
+
 
 class Job(ABC):
     """A training run controlled from any thread and read through `snapshot()`.

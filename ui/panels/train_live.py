@@ -174,16 +174,12 @@ def queue_line(run: runs.Run) -> str:
 
 def ending(snapshot, target: float | None, advise: bool) -> str:
     """How a finished run ended. One that ran all its steps under its target says by how much and, with
-    `advise`, what to try: a preset misses its bar on some seeds (`addition`'s on 4 of 18 on one CPU kind:
+    `advise`, what to try: a preset misses its bar on some seeds (`addition`'s on 3 of 18 on one CPU kind:
     docs/MEASUREMENTS.md, "How often addition's preset misses its bar here")."""
     parts = [t(ENDINGS.get(snapshot.finished_reason, ENDED), steps=snapshot.step,
                time=format_seconds(snapshot.elapsed))]
-    last = snapshot.history[-1] if snapshot.history else None
-    if snapshot.finished_reason == "max steps" and target is not None and last is not None \
-            and last["exact_match"] < target:
-        # a count, not a percentage: 98.96% would print as the 99.0% it missed
-        parts.append(t("train.live.end.short", right=round(last["exact_match"] * last["samples"]),
-                       samples=last["samples"], target=target))
+    if short := snapshot.short_of(target):
+        parts.append(t("train.live.end.short", right=short[0], samples=short[1], target=target))
         if advise:
             parts.append(t("train.live.end.advice"))
     return sentences(parts)
