@@ -134,7 +134,13 @@ class Trainer:
         metrics = self.evaluate(greedy=False)
         if target is None or metrics["exact_match"] < target:
             return False
-        return self.evaluate(max(self.config.confirm_samples, metrics["samples"]))["exact_match"] >= target
+        return self.confirm(target, max(self.config.confirm_samples, metrics["samples"]))
+
+    def confirm(self, target: float | None, samples: int | None = None) -> bool:
+        """A confirmation: greedy decoding on `samples` held-out pairs (default confirm_samples), a row of
+        `history`. True when it reaches `target`."""
+        metrics = self.evaluate(samples or self.config.confirm_samples)
+        return target is not None and metrics["exact_match"] >= target
 
     def state(self) -> dict:
         """Everything that decides the steps to come, for `restore` in another process: weights, every optimiser's

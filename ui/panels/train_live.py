@@ -173,7 +173,7 @@ def queue_line(run: runs.Run) -> str:
 
 
 def ending(snapshot, target: float | None, advise: bool) -> str:
-    """How a finished run ended. One that ran all its steps under its target says by how much and, with
+    """How a finished run ended. One that ran out of steps under its target says by how much and, with
     `advise`, what to try: a preset misses its bar on some seeds (`addition`'s on 3 of 18 on one CPU kind:
     docs/MEASUREMENTS.md, "How often addition's preset misses its bar here")."""
     parts = [t(ENDINGS.get(snapshot.finished_reason, ENDED), steps=snapshot.step,
