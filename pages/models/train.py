@@ -27,13 +27,17 @@ from ui.widgets import finish, header
 from transformer.i18n import t
 
 # More room for the run; the curves and the probe side by side only where each column gets LIVE_COLUMN_PX (at
-# 1024 px with the sidebar open they were ~270 px: the probe's token labels ran into each other), else stacked
+# 1024 px with the sidebar open they were ~270 px: the probe's token labels ran into each other), else stacked.
+# The progress bar steps to each poll's value instead of sliding there for 0.5 s (Streamlit's transition): drawn
+# without a GPU, the slides took Chromium ~0.1 of a core while a run trained, and training beside it ran ~15% slower
+# (docs/MEASUREMENTS.md, "The progress bar's slide").
 LIVE_COLUMN_PX = 360
 LIVE_CSS = f"""<style>
 [data-testid="stMainBlockContainer"] {{ padding-top: 1rem; }}
 .st-key-train_live_columns [data-testid="stHorizontalBlock"] {{ flex-wrap: wrap; }}
 .st-key-train_live_columns [data-testid="stColumn"] {{ min-width: {LIVE_COLUMN_PX}px; }}
 .st-key-train_live_columns [data-testid="stColumn"] [data-testid="stColumn"] {{ min-width: 0; }}
+[data-testid="stProgressBarTrack"] > div {{ transition: none; }}
 </style>"""
 STEP_COUNT_PX = 120  # the Step button's count box: room for 1000 beside its - and + buttons
 
