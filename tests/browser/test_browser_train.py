@@ -28,8 +28,10 @@ PROBE_CELLS = """() => {
   return chart && chart._fullLayout ? [axis('xaxis'), axis('yaxis')] : null;
 }"""
 # How long the live progress bar's fill takes to move to a new value (Streamlit's own: "0.5s")
-PROGRESS_SLIDE = """() => getComputedStyle(
-  document.querySelector('[data-testid=stProgressBarTrack] > div')).transitionDuration"""
+PROGRESS_SLIDE = """() => {
+  const fill = document.querySelector('[data-testid=stProgressBarTrack] > div');
+  return fill && getComputedStyle(fill).transitionDuration;
+}"""
 PROBE_TITLE = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
     .find(d => (d.layout?.title?.text ?? '').includes('Cross-attention'));  // the curves have no title
@@ -102,7 +104,7 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     points = page.evaluate(CURVES_POINTS)[0]
     step_before_click = step_shown(page)
     # the progress bar steps to each poll's value: a slide kept the browser drawing all run long
-    assert page.evaluate(PROGRESS_SLIDE) == "0s"
+    assert wait_until(page, lambda: page.evaluate(PROGRESS_SLIDE), "the progress bar") == "0s"
     keep = page.locator(".st-key-train_keep button").last  # (a renewal may briefly hold the old one too)
     assert keep.inner_text().endswith("Keep weights as of now")  # while training: no step, which moves on
 
