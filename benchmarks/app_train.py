@@ -54,7 +54,7 @@ from ui.run_settings import MODEL_DEFAULTS_ALL, RunSettings  # noqa: E402
 from ui.tables.train import ALL_HEADS, TRAIN  # noqa: E402
 from transformer.charts.training import curves_figure, progress  # noqa: E402
 from transformer.runs import workers  # noqa: E402
-from transformer.runs.job import TRAINING_THREADS  # noqa: E402
+from transformer.runs.job import TRAINING_THREADS, Ending  # noqa: E402
 from transformer.runs.thread_job import TrainingJob  # noqa: E402
 from transformer.runs.probe import Probe, example_input  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
@@ -97,7 +97,7 @@ def thread_run(settings: RunSettings) -> runs.Run:
 
 def summary(snapshot, wall: float | None, total: float) -> dict:
     last = snapshot.history[-1] if snapshot.history else {}
-    reached = snapshot.finished_reason == "target reached"
+    reached = snapshot.finished_reason == Ending.TARGET
     return {
         "reached": reached,
         "seconds_to_target": round(wall, 2) if reached and wall is not None else None,

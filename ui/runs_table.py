@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from transformer.i18n import Texts, t
+from transformer.runs.job import Ending, JobSnapshot
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS
@@ -32,10 +33,10 @@ ORIGIN_NAMES = Texts({"shipped": "checkpoints.origin.shipped", "trained": "check
 STATE_NAMES = Texts({"idle": "runs.state.idle", "queued": "runs.state.queued", "running": "runs.state.running",
                      "paused": "runs.state.paused", "stopped": "runs.state.stopped", "finished": "runs.state.finished",
                      "error": "runs.state.error"})
-REASONS = Texts({"target reached": "runs.reason.target", "max steps": "runs.reason.max_steps",
-                 "time limit": "runs.reason.time_limit", "stopped": "runs.reason.stopped",
-                 "session gone": "runs.reason.session_gone", "error": "runs.reason.error",
-                 "killed": "runs.reason.killed"})  # why a run finished, as its job says it
+# Why a run ended, where that says more than its state (a "stopped" or "failed" run by the user or an error: no more)
+REASONS = Texts({Ending.TARGET: "runs.reason.target", Ending.MAX_STEPS: "runs.reason.max_steps",
+                 Ending.TIME_LIMIT: "runs.reason.time_limit", Ending.SESSION_GONE: "runs.reason.session_gone",
+                 Ending.KILLED: "runs.reason.killed"})
 COLUMNS = Texts({"Source": "runs.column.source", "State": "runs.column.state", "Model": "app.model",
                  "Task": "compare.facts.task", "Shape": "compare.facts.shape", "Settings": "compare.settings.header",
                  "Steps": "runs.column.steps", "Time (s)": "runs.column.time", "Exact match": "errors.exact_match",
@@ -97,12 +98,18 @@ def run_row(run: runs.Run) -> Row:
     snap = run.snapshot()
     train = run.settings.train.to_dict()
     final = snap.history[-1] if snap.history else {}
+    line = _line(t("runs.run", n=run.number), state_text(snap), f"{run.task.name}-run{run.number}",
+                 _task(train["task"], train["task_params"]), shape_text(run.settings.model), _settings(train),
+                 snap.step, round(snap.elapsed, 1), final)
+    return Row(f"run:{run.number}", line, run=run)
+
+
+def state_text(snap: JobSnapshot) -> str:
+    """A run's state, and why it ended where that says more: "finished (max steps)", "stopped (session gone)"."""
     state = STATE_NAMES.get(snap.state, snap.state)
-    if snap.state == "finished" and snap.finished_reason:
-        state += t("runs.because", reason=REASONS.get(snap.finished_reason, snap.finished_reason))
-    return Row(f"run:{run.number}", _line(t("runs.run", n=run.number), state, f"{run.task.name}-run{run.number}",
-                                          _task(train["task"], train["task_params"]), shape_text(run.settings.model),
-                                          _settings(train), snap.step, round(snap.elapsed, 1), final), run=run)
+    if snap.finished_reason in REASONS:
+        state += t("runs.because", reason=REASONS[snap.finished_reason])
+    return state
 
 
 def model_row(key: str, entry: registry.ModelEntry, infos: dict) -> Row:

@@ -12,6 +12,7 @@ from helpers.tiny_runs import stop, tiny_run
 from safetensors import safe_open
 from streamlit.testing.v1 import AppTest
 
+from transformer.runs.job import Ending, JobSnapshot
 from transformer.store.checkpoints import load_bundle
 from transformer.store.headers import list_checkpoints
 from ui import model_registry as registry
@@ -166,3 +167,18 @@ def test_registry_origins_include_kept_snapshots():
 def test_a_long_task_setting_such_as_a_data_set_is_not_spelled_out():
     text = runs_table._task("reverse", {"min_len": 1, "text": "a\tb\n" * 100})
     assert text == "Reverse a string (Shortest string 1, text=…)"  # a parameter the Train page has no field for: as is
+
+
+@pytest.mark.parametrize(("state", "reason", "shown"), [
+    ("finished", Ending.MAX_STEPS, "finished (max steps)"),
+    ("finished", "target reached", "finished (target reached)"),  # as a worker's message brings it: a plain string
+    ("stopped", Ending.SESSION_GONE, "stopped (session gone)"),
+    ("stopped", Ending.STOPPED, "stopped"),
+    ("error", Ending.KILLED, "failed (killed)"),
+    ("error", Ending.ERROR, "failed"),
+    ("paused", None, "paused"),
+])
+def test_a_runs_state_says_why_it_ended_where_that_says_more(state, reason, shown):
+    snap = JobSnapshot(step=3, state=state, history=[], probes=[], error=None, steps_per_s=0.0, elapsed=1.0,
+                       finished_reason=reason, loss=0.5, max_steps=10, max_seconds=None)
+    assert runs_table.state_text(snap) == shown

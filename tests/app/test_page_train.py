@@ -41,7 +41,7 @@ from transformer.network.config import BOUNDS, ModelConfig
 from transformer.network.decoding import greedy_decode
 from transformer.runs import queue as capacity
 from transformer.runs import workers
-from transformer.runs.job import Job, JobSnapshot
+from transformer.runs.job import Ending, Job, JobSnapshot
 from transformer.runs.probe import example_input, run_probe
 from transformer.runs.queue import RunQueue
 from transformer.runs.thread_job import TrainingJob
@@ -51,6 +51,7 @@ from transformer.training.presets import PRESETS
 from transformer.training.trainer import Trainer
 from ui import model_registry as registry
 from ui import runs
+from ui.panels import train_live
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
 from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, preset_values, settings_of, values_of
 
@@ -767,6 +768,13 @@ def test_live_texts_and_export_names():
     assert probe_filename("reverse", 250, 0, None) == "reverse_cross_L1_train0250"
     job = TrainingJob(Trainer(TrainConfig(steps=4)))
     assert progress(job.snapshot(), 0.99) == (0.0, "Step 0 of 4 · 0 s of training")
+
+
+def test_every_way_a_run_ends_but_failing_has_its_sentence():
+    assert set(train_live.ENDINGS) == set(Ending) - {Ending.ERROR, Ending.KILLED}  # a failed run shows its error
+    gone = dataclasses.replace(snapshot_at(40, 0.0, "stopped", elapsed=3.0), finished_reason="session gone")
+    assert train_live.ending(gone, 0.99, advise=True) == \
+        "**Stopped** after 40 steps (3 s): its browser session went away."
 
 
 # ------------------------------------------------------------------------------------------------ device

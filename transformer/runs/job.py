@@ -15,6 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from transformer.bundle import ModelBundle
@@ -30,6 +31,23 @@ TRAINING_THREADS = 1
 SETTLE_TIMEOUT = 10.0  # seconds pause() and stop() wait for the step under way (an evaluation can be in it)
 WAIT_EVERY = 0.02  # seconds between snapshots while wait_while polls (a backend that is told of changes waits on them)
 MAX_PROBES = 120  # probe results kept; beyond it every other one is dropped and the probe interval doubles
+
+
+class Ending(StrEnum):
+    """Why a run ended (`JobSnapshot.finished_reason`): a "finished" run by TARGET, MAX_STEPS or TIME_LIMIT, a
+    "stopped" one by STOPPED or SESSION_GONE, an "error" by ERROR or KILLED (its worker died without a word). Strings
+    (the CLI's JSON prints them)."""
+
+    TARGET = "target reached"
+    MAX_STEPS = "max steps"
+    TIME_LIMIT = "time limit"
+    STOPPED = "stopped"
+    SESSION_GONE = "session gone"
+    ERROR = "error"
+    KILLED = "killed"
+
+
+OUT_OF_BUDGET = (Ending.MAX_STEPS, Ending.TIME_LIMIT)  # a run that trained all it was allowed
 
 
 class JobLimitError(RuntimeError):
@@ -68,7 +86,7 @@ class JobSnapshot:
         """(inputs exactly right, inputs) of the final evaluation of a run that ran out of steps or time under
         `target`; None for any other run. A count, not a rate: 98.96% would print as the 99.0% it missed."""
         last = self.history[-1] if self.history else None
-        if target is None or last is None or self.finished_reason not in ("max steps", "time limit") \
+        if target is None or last is None or self.finished_reason not in OUT_OF_BUDGET \
                 or last["exact_match"] >= target:
             return None
         return round(last["exact_match"] * last["samples"]), last["samples"]

@@ -84,7 +84,7 @@ from transformer.tasks import make_task
 from transformer.training.config import TrainConfig, card_settings, model_overrides
 from transformer.training.trainer import Trainer
 
-from .job import SETTLE_TIMEOUT, TRAINING_THREADS, Job, JobSnapshot
+from .job import SETTLE_TIMEOUT, TRAINING_THREADS, Ending, Job, JobSnapshot
 from .queue import RunQueue, server_queue
 from .relay import dumps
 
@@ -269,7 +269,7 @@ class ProcessJob(Job):
                 return
             self._stopping = True
             if self._proc is None:
-                self._status, self._reason, self._parked = "stopped", "stopped", None
+                self._status, self._reason, self._parked = "stopped", Ending.STOPPED, None
                 self._ended.set()
             elif self._ready:
                 self._command("stop")
@@ -484,7 +484,7 @@ class ProcessJob(Job):
         try:
             proc, ours = self.launcher()
         except Exception as exc:  # noqa: BLE001 - e.g. out of processes or memory: the page must hear why
-            self._status, self._reason = "error", "error"
+            self._status, self._reason = "error", Ending.ERROR
             self._error = f"the training process could not start: {type(exc).__name__}: {exc}"
             self._ended.set()
             return
@@ -556,7 +556,7 @@ class ProcessJob(Job):
             if self._status == "running":
                 self._send_mode()
         elif kind == "failed":  # the worker could not build its run
-            self._status, self._reason, self._error = "error", "error", message[1]
+            self._status, self._reason, self._error = "error", Ending.ERROR, message[1]
         elif kind == "goodbye":
             self._goodbye = True
 
@@ -580,12 +580,12 @@ class ProcessJob(Job):
             self._ready = False
             if not self._goodbye:
                 if self._stopping:
-                    self._status, self._reason = "stopped", "stopped"
+                    self._status, self._reason = "stopped", Ending.STOPPED
                 elif self._status != "error":
-                    self._status, self._reason = "error", "killed"
+                    self._status, self._reason = "error", Ending.KILLED
                     self._error = death_message(self._progress[0])
             elif self._status in ("running", "paused", "queued"):  # it ended without a final word on it
-                self._status, self._reason = "stopped", self._reason or "stopped"
+                self._status, self._reason = "stopped", self._reason or Ending.STOPPED
         self._settle_slot()  # before join() returns: the next run in line has started by then
         with self._lock:
             self._ended.set()

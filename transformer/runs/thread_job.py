@@ -24,7 +24,7 @@ import torch
 from transformer.bundle import ModelBundle
 from transformer.training.trainer import Trainer
 
-from .job import MAX_PROBES, SETTLE_TIMEOUT, TRAINING_THREADS, Job, JobLimitError, JobSnapshot
+from .job import MAX_PROBES, SETTLE_TIMEOUT, TRAINING_THREADS, Ending, Job, JobLimitError, JobSnapshot
 
 MAX_CONCURRENT_JOBS = 4  # per process: training jobs whose thread is alive (running or paused)
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits, in all, for live jobs to end their step under way
@@ -113,7 +113,7 @@ class TrainingJob(Job):
         an idle job just becomes stopped."""
         with self._state:
             if self._status == "idle":
-                self._status, self._reason = "stopped", "stopped"
+                self._status, self._reason = "stopped", Ending.STOPPED
             self._stop_requested = True
             self._state.notify_all()
         if threading.current_thread() is not self._thread:
@@ -222,7 +222,7 @@ class TrainingJob(Job):
             self._end("stopped", stop_reason)
         except Exception as exc:  # noqa: BLE001 - any failure must reach the page, with the model kept
             self._publish()
-            self._end("error", "error", f"{type(exc).__name__}: {exc}")
+            self._end("error", Ending.ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             with _live_jobs_lock:
                 _live_jobs.discard(self)
@@ -235,10 +235,10 @@ class TrainingJob(Job):
             self._state.notify_all()
             while True:
                 if self._stop_requested:
-                    return "stopped"
+                    return Ending.STOPPED
                 silent = time.monotonic() - self._heartbeat
                 if self.idle_timeout is not None and not self._paused and silent > self.idle_timeout:
-                    return "session gone"
+                    return Ending.SESSION_GONE
                 if not self._paused or self._pending:
                     self._pending = max(0, self._pending - 1)
                     self._stepping = True
@@ -252,9 +252,9 @@ class TrainingJob(Job):
         if step % self.probe_every == 0:
             self._record_probe()
         if step >= self.max_steps:
-            out_of_budget = "max steps"
+            out_of_budget = Ending.MAX_STEPS
         elif self.max_seconds is not None and trainer.elapsed >= self.max_seconds:
-            out_of_budget = "time limit"
+            out_of_budget = Ending.TIME_LIMIT
         else:
             out_of_budget = None
         reached = False
@@ -265,7 +265,7 @@ class TrainingJob(Job):
             # inputs can fall short where these reach it: 98.5% on 200, 99.1% on 1,000)
             reached = trainer.confirm(self.target)
         self._publish()
-        return "target reached" if reached else out_of_budget
+        return Ending.TARGET if reached else out_of_budget
 
     def _publish(self) -> None:
         trainer = self.trainer

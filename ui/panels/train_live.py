@@ -10,6 +10,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
+from transformer.runs.job import Ending
 from transformer.store.model_store import StoreError
 from transformer.tasks import CustomTask
 from transformer.training.diagnosis import Memorising, memorising, preset_pairs
@@ -24,10 +25,11 @@ from ui.tables.train import ALL_HEADS
 from transformer.i18n import Texts, sentences, t
 
 STATE_LINES = Texts({"running": "train.live.running", "paused": "train.live.paused"})
-# How a finished run ended, as one sentence each ({steps}: the steps it ran, {time}: how long it trained)
-ENDINGS = {"target reached": "train.live.end.target", "max steps": "train.live.end.max_steps",
-           "time limit": "train.live.end.time_limit", "stopped": "train.live.end.stopped",
-           "session gone": "train.live.end.session_gone"}
+# How a finished or stopped run ended, as one sentence each ({steps}: the steps it ran, {time}: how long it
+# trained); a failed one (ERROR, KILLED) shows its error instead
+ENDINGS = {Ending.TARGET: "train.live.end.target", Ending.MAX_STEPS: "train.live.end.max_steps",
+           Ending.TIME_LIMIT: "train.live.end.time_limit", Ending.STOPPED: "train.live.end.stopped",
+           Ending.SESSION_GONE: "train.live.end.session_gone"}
 ENDED = "train.live.end.other"
 LIVE_CURVES_HEIGHT = 330  # px: the live run's curves and the probe (one head) fit the first screen at 1280x720
 PROBE_MAX_HEIGHT = 380
