@@ -1,40 +1,25 @@
-"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules (torch
-among them, which a fresh server's first page may not have needed), the home page's decode of the default model kept
-for the next server's first page (ui/glance.py), and the default model's error analysis (the "Where it fails"
-page's first visit, ~1 s). (Not `torch._dynamo`, 2 s of CPU and 70 MB, which torch's first optimiser imports: the
-server builds none, `Trainer` making its optimisers at its first step.) Without it each page's first visit did its
-own (the Train page's: 1.3 s here, the decoding page's 2.2 s on issue 25's AVX2 machine); benchmarks/click_latency.py
-measures first visits against a server without it.
+"""What a server warms once its first page has been drawn, before anyone opens a second: every page's modules
+(torch among them: a fresh server's first page does without it, ui/glance.py), the home page's decode of the default
+model kept for the next server, and the default model's error analysis (the first visit of "Where it fails").
+Without it each page's first visit did its own (the Train page's 1.3 s; the decoding page's 2.2 s on an AVX2
+laptop). Not `torch._dynamo` (2 s of CPU, 70 MB): torch's first optimiser imports it, and a server builds none before
+a run's first step (`Trainer`). How each rule below was measured: docs/MEASUREMENTS.md, "A fresh server, and first
+visits" and the sections after it; benchmarks/click_latency.py measures first visits.
 
-Not before the first page, nor while the browser draws it: on two cores a browser's own start-up keeps both busy,
-so a warm-up beside it took as long as it saved (the home page's first chart came 0.5 s later with torch imported
-ahead), and one begun as the first page's run ended put the chart 0.17-0.37 s later than one begun DELAY seconds
-after it, while the browser drew what that run sent (0.5-0.6 s here; docs/MEASUREMENTS.md). That holds for torch
-too, where the first page did without it (ui/glance.py): imported as that page's run ended, it put the first chart
-0.25 s later (3.11 s against 2.86 s, median of 6 alternated starts), and a click on another page within a second of
-that chart waits for the import (the Code page's first visit then took 1.3 s instead of 0.64 s). Nor in a thread of
-the lowest priority (nice 19) as that run ends: it spared the chart, but a page that needs torch then waits for a
-thread that busy programs starve (over 30 s beside two), and it cannot take its priority back.
-
-Page views go first: between its steps (each module, the analysis, the garbage collection at its end) the warm-up
-waits while a page view runs and for DELAY seconds after it, while the browser draws what it sent, up to GIVE_WAY
-seconds (a busy class server's views may never all be over at once), so a first visit made while it runs is not
-slowed by it. (The analysis, begun as the Code page's run ended, put that page's first chart 1.3-2.1 s after the
-click instead of 0.5-0.9 s on a slow two-core machine: its browser was still drawing.) A browser that has drawn its
-page says so (`drawn`: ui/preload.py's beacon, once per page load) and ends that wait: here 0.5-0.6 s after the
-first page's run, so a learner who clicks another page half a second after the first chart finds torch imported
-sooner (the Code page's first visit 0.82 s against 1.05 s, median of 6 alternated starts); a slower browser, still
-drawing after DELAY, changes nothing.
-
-Page views and the warm-up take turns over pandas (`page_view`): two threads may import a module at once through
-`import` statements, which take the module's lock, but plotly reads pandas from sys.modules without importing it,
-and a page view's first figure met a half-imported pandas (AttributeError). So pandas is imported while no page view
-runs, and page views that begin meanwhile wait for it (~0.3 s). A fragment's run does not wait: right after a fresh
-server's first page none is polling.
-
-At the interpreter's exit (a server stopped within seconds of its first page) the warm-up stops after the module or
-analysis under way and is waited for: a thread left inside torch's C++ code as the interpreter ends aborts it
-("terminate called without an active exception", exit status 134).
+- After the first page is drawn, not before it nor beside it: on two cores a browser's start-up keeps both busy, and
+  a warm-up beside it (torch's import too) put the first chart later by about what it saved. It begins when the
+  browser says it has drawn (`drawn`: ui/preload.py's beacon, once per page load) or DELAY seconds after that run.
+- At the server's own priority: in a thread at nice 19 it spared the first chart, but a page that needs torch then
+  waits for an import that busy programs starve without bound (a thread cannot take its priority back).
+- Page views first: between its steps (each module, the analysis, the garbage collection at its end) it waits while
+  a view runs and its browser draws, GIVE_WAY seconds at most (a busy class server's views may never all be over).
+  So a page opened within about a second of a fresh server's first chart waits for torch's import; one opened after
+  two seconds of reading finds everything warm.
+- Pandas alone (`page_view`): `import` statements take a module's lock, but plotly reads pandas from sys.modules
+  without importing it, and a page view's figure met a half-imported pandas (AttributeError). So pandas is imported
+  while no page view runs, and those that begin meanwhile wait for it (~0.3 s).
+- At the interpreter's exit (a server stopped within seconds of its first page) it stops after the step under way
+  and is waited for: a thread left inside torch's C++ code as the interpreter ends aborts it (exit status 134).
 """
 
 from __future__ import annotations
@@ -126,7 +111,7 @@ def drawn() -> None:
 @contextmanager
 def page_view():
     """Around a page view (app.py's script run): it waits while the warm-up imports ALONE, which waits for the views
-    under way."""
+    under way. Not around a fragment's run: right after a fresh server's first page none is polling."""
     global _views, _last_view
     with _turns:
         _turns.wait_for(lambda: not _importing, WAIT_LIMIT)
