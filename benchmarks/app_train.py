@@ -54,7 +54,7 @@ from ui.run_settings import MODEL_DEFAULTS_ALL, RunSettings  # noqa: E402
 from ui.tables.train import ALL_HEADS, TRAIN  # noqa: E402
 from transformer.charts.training import curves_figure, progress  # noqa: E402
 from transformer.runs import workers  # noqa: E402
-from transformer.runs.job import TRAINING_THREADS, Ending  # noqa: E402
+from transformer.runs.job import TRAINING_THREADS, Ending, State  # noqa: E402
 from transformer.runs.thread_job import TrainingJob  # noqa: E402
 from transformer.runs.probe import Probe, example_input  # noqa: E402
 from transformer.tasks import make_task  # noqa: E402
@@ -120,7 +120,7 @@ def watch(run: runs.Run, start: float, seen: dict, done: threading.Event) -> Non
         snapshot = run.snapshot()
         if snapshot.step and "first_step" not in seen:
             seen["first_step"], seen["first_step_at"] = snapshot.step, time.perf_counter() - start
-        if snapshot.state not in ("running", "queued", "idle"):
+        if snapshot.state not in (State.RUNNING, State.QUEUED, State.IDLE):
             seen["ended"] = time.perf_counter() - start
             return
         time.sleep(0.02)

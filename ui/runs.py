@@ -30,7 +30,7 @@ from transformer.bundle import ModelBundle
 from transformer.charts import with_title_line
 from transformer.i18n import language, t
 from transformer.runs import make_job, workers
-from transformer.runs.job import TRAINING_THREADS, Job, JobSnapshot
+from transformer.runs.job import TRAINING_THREADS, Job, JobSnapshot, State
 from transformer.runs.probe import Probe, ProbeResult, example_input, run_probe
 from transformer.runs.queue import server_queue
 from transformer.tasks import Task, make_task
@@ -53,8 +53,8 @@ POLL_IDLE = 0.15  # seconds of each poll left without a wait (the next poll must
 WAIT_SLICE = 0.05  # seconds between checks whether a click or a pick waits for the live view's run to end
 FIRST_STEP_WAIT = 0.5  # seconds Start waits for the run's first step before drawing the live view (a warm worker
 # takes 0.2-0.3 s; without one, the view says the training process is starting)
-LIVE = ("running", "paused", "queued")  # a run in these states is its session's live run
-POLLED = ("running", "queued")  # states whose view redraws itself (a queued run starts by itself)
+LIVE = (State.RUNNING, State.PAUSED, State.QUEUED)  # a run in these states is its session's live run
+POLLED = (State.RUNNING, State.QUEUED)  # states whose view redraws itself (a queued run starts by itself)
 PROBE_EVERY = 25  # steps between probe snapshots (the job doubles it once it keeps MAX_PROBES)
 MIN_PROBE_HEIGHT = 260  # px: the probe's single-head heatmap when the output is only a token or two
 
@@ -110,7 +110,7 @@ class Run:
     def await_first_step(self, timeout: float = FIRST_STEP_WAIT) -> None:
         """Return once the run has taken a step, is not running (queued, paused, ended), or `timeout` passed:
         the page drawn next then shows training under way rather than a start that waits for its next poll."""
-        self.wait_while("running", timeout, past_step=0)
+        self.wait_while(State.RUNNING, timeout, past_step=0)
 
     def wait_while(self, state: str, timeout: float, past_step: int | None = None) -> str:
         """The run's state once it is no longer `state` (or, given `past_step`, once it has stepped beyond it), or
@@ -304,7 +304,7 @@ def watch_until_next_poll(run: Run, polled: float, state: str, step: int) -> Non
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None or not ctx.fragment_ids_this_run:
         return
-    first = state == "running" and step == 0
+    first = state == State.RUNNING and step == 0
     while (left := watch_ends(polled) - time.monotonic()) > 0 and not asked_again(ctx):
         if run.wait_while(state, min(left, WAIT_SLICE), 0 if first else None) != state:
             st.rerun()

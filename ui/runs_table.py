@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from transformer.i18n import Texts, t
-from transformer.runs.job import Ending, JobSnapshot
+from transformer.runs.job import Ending, JobSnapshot, State
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.store.model_store import StoreError
 from transformer.tasks import TASKS
@@ -30,9 +30,10 @@ REFUSED = "runs_table_refused"  # session_state: why Make active could not add a
 COMPARE_PAGE = "pages/explore/compare.py"
 ORIGIN_NAMES = Texts({"shipped": "checkpoints.origin.shipped", "trained": "checkpoints.origin.trained",
                       "uploaded": "checkpoints.origin.uploaded", "snapshot": "runs.origin.snapshot"})
-STATE_NAMES = Texts({"idle": "runs.state.idle", "queued": "runs.state.queued", "running": "runs.state.running",
-                     "paused": "runs.state.paused", "stopped": "runs.state.stopped", "finished": "runs.state.finished",
-                     "error": "runs.state.error"})
+STATE_NAMES = Texts({State.IDLE: "runs.state.idle", State.QUEUED: "runs.state.queued",
+                     State.RUNNING: "runs.state.running", State.PAUSED: "runs.state.paused",
+                     State.STOPPED: "runs.state.stopped", State.FINISHED: "runs.state.finished",
+                     State.ERROR: "runs.state.error"})
 # Why a run ended, where that says more than its state (a "stopped" or "failed" run by the user or an error: no more)
 REASONS = Texts({Ending.TARGET: "runs.reason.target", Ending.MAX_STEPS: "runs.reason.max_steps",
                  Ending.TIME_LIMIT: "runs.reason.time_limit", Ending.SESSION_GONE: "runs.reason.session_gone",

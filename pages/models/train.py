@@ -9,7 +9,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from transformer.runs import workers
-from transformer.runs.job import JobLimitError
+from transformer.runs.job import JobLimitError, State
 from transformer.runs.probe import example_input
 from transformer.store.checkpoints import bundle_to_bytes
 from transformer.store.model_store import StoreError
@@ -95,7 +95,7 @@ def resume(view: View, run: runs.Run) -> None:
 def step_clicked(view: View, run: runs.Run | None) -> None:
     """Step N: a paused run runs exactly N more steps; otherwise a new run starts paused and runs N."""
     steps = view.get("step_count")
-    if run is not None and run.snapshot().state == "paused":
+    if run is not None and run.snapshot().state == State.PAUSED:
         try:
             run.step(steps)
         except JobLimitError as exc:
@@ -113,14 +113,14 @@ def controls(view: View, run: runs.Run | None, state: str | None, problem: str |
                   disabled=live or problem is not None, on_click=callback(runs.request_start))
         st.button(t("train.pause"), key="train_pause", icon=":material/pause:", disabled=state not in runs.POLLED,
                   on_click=callback(lambda: run.pause()), help=t("train.pause_help"))
-        st.button(t("train.resume"), key="train_resume", icon=":material/resume:", disabled=state != "paused",
+        st.button(t("train.resume"), key="train_resume", icon=":material/resume:", disabled=state != State.PAUSED,
                   on_click=callback(resume), args=(view, run))
         st.button(t("train.stop"), key="train_stop", icon=":material/stop:", disabled=not live,
                   on_click=callback(lambda: run.stop()), help=t("train.stop_help"))
         number(view, TRAIN.by_name["step_count"], label_visibility="collapsed",  # Step's count
                width=STEP_COUNT_PX)
         st.button(t("train.step"), key="train_step", icon=":material/skip_next:",
-                  disabled=state in runs.POLLED or (state != "paused" and problem is not None),
+                  disabled=state in runs.POLLED or (state != State.PAUSED and problem is not None),
                   on_click=callback(step_clicked), args=(view, run), help=t("train.step_help"))
         st.button(t("train.reset"), key="train_reset", icon=":material/restart_alt:", disabled=run is None,
                   on_click=callback(runs.discard_run), help=t("train.reset_help"))
@@ -167,7 +167,7 @@ def result_panel(view: View, run: runs.Run) -> None:
         icon=":material/download:", width="stretch", on_click="ignore",
     )
     show_message("result")
-    if added is not None and state == "paused":
+    if added is not None and state == State.PAUSED:
         st.caption(t("train.result.added"))
 
 
@@ -260,7 +260,7 @@ def run_view(view: View, run: runs.Run | None, snapshot, settings: RunSettings, 
             preview_view(settings, text)
     else:
         state = snapshot.state
-        following = runs.drawn_state() == "running" and view.get("follow")
+        following = runs.drawn_state() == State.RUNNING and view.get("follow")
         runs.set_drawn_state(state)
         if state not in runs.POLLED:
             run.catch_up()  # the probe at the weights training stopped at

@@ -12,7 +12,7 @@ from helpers.tiny_runs import stop, tiny_run
 from safetensors import safe_open
 from streamlit.testing.v1 import AppTest
 
-from transformer.runs.job import Ending, JobSnapshot
+from transformer.runs.job import Ending, JobSnapshot, State
 from transformer.store.checkpoints import load_bundle
 from transformer.store.headers import list_checkpoints
 from ui import model_registry as registry
@@ -182,3 +182,7 @@ def test_a_runs_state_says_why_it_ended_where_that_says_more(state, reason, show
     snap = JobSnapshot(step=3, state=state, history=[], probes=[], error=None, steps_per_s=0.0, elapsed=1.0,
                        finished_reason=reason, loss=0.5, max_steps=10, max_seconds=None)
     assert runs_table.state_text(snap) == shown
+
+
+def test_every_state_has_its_name():
+    assert set(runs_table.STATE_NAMES) == set(State)

@@ -5,8 +5,7 @@
 - `ray_job.RayJob`: a ProcessJob whose worker is a Ray actor on a cluster (`AP_RAY_ADDRESS`).
 
 `transformer.runs.make_job` picks the app's backend. A page drives a job only through this interface and polls
-`snapshot()`; states: "idle", "queued" (waiting for a training slot), "running", "paused", "stopped",
-"finished" (target reached, max steps or time limit: `finished_reason`) or "error" (`error`).
+`snapshot()`: its `State`, and once it has ended its `Ending` (`finished_reason`) and any error.
 """
 
 from __future__ import annotations
@@ -33,10 +32,23 @@ WAIT_EVERY = 0.02  # seconds between snapshots while wait_while polls (a backend
 MAX_PROBES = 120  # probe results kept; beyond it every other one is dropped and the probe interval doubles
 
 
+class State(StrEnum):
+    """A run's state (`JobSnapshot.state`): not started, waiting for a training slot, training, paused, or ended:
+    stopped, finished or failed (why: an `Ending`). Each member is its string: it equals it and prints as it."""
+
+    IDLE = "idle"
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+    ERROR = "error"
+
+
 class Ending(StrEnum):
-    """Why a run ended (`JobSnapshot.finished_reason`): a "finished" run by TARGET, MAX_STEPS or TIME_LIMIT, a
-    "stopped" one by STOPPED or SESSION_GONE, an "error" by ERROR or KILLED (its worker died without a word). Strings
-    (the CLI's JSON prints them)."""
+    """Why a run ended (`JobSnapshot.finished_reason`): a FINISHED run by TARGET, MAX_STEPS or TIME_LIMIT, a STOPPED
+    one by STOPPED or SESSION_GONE, an ERROR by ERROR or KILLED (its worker died without a word). Each member is its
+    string, as `State`'s (the CLI's JSON prints it)."""
 
     TARGET = "target reached"
     MAX_STEPS = "max steps"
@@ -56,10 +68,8 @@ class JobLimitError(RuntimeError):
 
 @dataclass(frozen=True)
 class JobSnapshot:
-    """A consistent copy of a job's progress, safe to read from any thread.
-
-    state: "idle", "running", "paused", "stopped" (by stop(), or "session gone"), "finished" (target
-    reached, max steps or time limit: see finished_reason) or "error" (message in `error`)."""
+    """A consistent copy of a job's progress, safe to read from any thread: `state` a `State`, `finished_reason` an
+    `Ending` once it has ended, `error` the message of a failed run."""
 
     step: int
     state: str
@@ -77,7 +87,7 @@ class JobSnapshot:
     def seconds_left(self) -> float | None:
         """Seconds of training left at most, at the current rate (to max_steps, or to the time limit when that comes
         sooner); None while the job is not running or has no rate yet."""
-        if self.state != "running" or self.steps_per_s <= 0:
+        if self.state != State.RUNNING or self.steps_per_s <= 0:
             return None
         left = (self.max_steps - self.step) / self.steps_per_s
         return left if self.max_seconds is None else min(left, max(0.0, self.max_seconds - self.elapsed))

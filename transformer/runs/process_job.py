@@ -84,13 +84,13 @@ from transformer.tasks import make_task
 from transformer.training.config import TrainConfig, card_settings, model_overrides
 from transformer.training.trainer import Trainer
 
-from .job import SETTLE_TIMEOUT, TRAINING_THREADS, Ending, Job, JobSnapshot
+from .job import SETTLE_TIMEOUT, TRAINING_THREADS, Ending, Job, JobSnapshot, State
 from .queue import RunQueue, server_queue
 from .relay import dumps
 
 __all__ = ["ProcessJob"]
 
-IDLING = ("paused", "queued")  # states whose worker, if it has one, is not stepping (it may park)
+IDLING = (State.PAUSED, State.QUEUED)  # states whose worker, if it has one, is not stepping (it may park)
 STOP_GRACE = 1.0  # seconds a stop waits for the step under way before it ends the worker (issue: stop within 1 s)
 EXIT_GRACE = 5.0  # seconds a worker whose pipe has closed gets to exit before it is killed
 MAX_THREADS = 64
@@ -195,7 +195,7 @@ class ProcessJob(Job):
         self.owner, self.client = owner, client
 
         self._lock = threading.Condition()  # guards everything below; wakes pause() / stop() / bundle()
-        self._status = "idle"
+        self._status = State.IDLE
         self._reason: str | None = None
         self._error: str | None = None
         self._progress = (0, 0.0, float("nan"), 0.0)  # step, elapsed, loss, steps/s, as the worker sent them
@@ -224,11 +224,11 @@ class ProcessJob(Job):
         runs its limit of workers the job waits in line ("queued"); QueueFullError when the line is full,
         RunLimitError when its owner or client has as many live runs as it may."""
         with self._lock:
-            if self._status != "idle":
+            if self._status != State.IDLE:
                 raise RuntimeError(f"this job was already started (state {self._status!r})")
         with self._counted(), self._lock:
             if paused:
-                self._status = "paused"
+                self._status = State.PAUSED
                 self._spawn()
             else:
                 self._mode = ("run",)
@@ -239,13 +239,13 @@ class ProcessJob(Job):
         """Stop stepping (cancels what is left of a step(n)); returns once the worker is between steps and
         the snapshot shows the step it stays at. A queued job leaves the line and stays paused."""
         with self._lock:
-            if self._status in ("running", "queued"):
+            if self._status in (State.RUNNING, State.QUEUED):
                 self._mode = ("pause",)
-                if self._status == "running" and self._ready:
+                if self._status == State.RUNNING and self._ready:
                     seq = self._command("pause")
                     self._lock.wait_for(lambda: self._acked >= seq or self._ended.is_set(), timeout)
-                if self._status in ("running", "queued"):  # (a worker that died meanwhile says so instead)
-                    self._status = "paused"
+                if self._status in (State.RUNNING, State.QUEUED):  # (a worker that died meanwhile says so instead)
+                    self._status = State.PAUSED
         self._settle_slot()
 
     def resume(self) -> None:
@@ -269,14 +269,14 @@ class ProcessJob(Job):
                 return
             self._stopping = True
             if self._proc is None:
-                self._status, self._reason, self._parked = "stopped", Ending.STOPPED, None
+                self._status, self._reason, self._parked = State.STOPPED, Ending.STOPPED, None
                 self._ended.set()
             elif self._ready:
                 self._command("stop")
             else:  # still importing torch: nothing trained yet, nothing to save
                 self._terminate()
-            if self._status == "queued":
-                self._status = "paused"  # out of the line now; the worker's last word follows
+            if self._status == State.QUEUED:
+                self._status = State.PAUSED  # out of the line now; the worker's last word follows
         self._settle_slot()
         if not self.join(min(timeout, STOP_GRACE)):
             with self._lock:
@@ -327,7 +327,7 @@ class ProcessJob(Job):
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the worker to end; True when it has (or the job never started)."""
         with self._lock:
-            if self._status == "idle":
+            if self._status == State.IDLE:
                 return True
         return self._ended.wait(timeout)
 
@@ -360,7 +360,7 @@ class ProcessJob(Job):
                 history=[dict(row) for row in self._history],
                 probes=list(self._probes),
                 error=self._error,
-                steps_per_s=rate if self._status == "running" else 0.0,
+                steps_per_s=rate if self._status == State.RUNNING else 0.0,
                 elapsed=elapsed,
                 finished_reason=self._reason,
                 loss=loss,
@@ -374,7 +374,7 @@ class ProcessJob(Job):
         them (it answers between steps); otherwise, and when it cannot answer, they are the last it sent.
         Before the worker has sent any, the untrained model (built here, from the same seed)."""
         with self._lock:
-            if self._status == "running" and self._ready and not self._ended.is_set():
+            if self._status == State.RUNNING and self._ready and not self._ended.is_set():
                 seq = self._command("bundle")
                 self._lock.wait_for(lambda: self._acked >= seq or self._ended.is_set(), timeout)
             weights, config, tokenizer = self._weights, self._model_config, self._tokenizer
@@ -396,7 +396,7 @@ class ProcessJob(Job):
         """While an idle job starts: counted against its owner's and client's shares of live runs (RunLimitError
         when either is full); a start that fails leaves the count as it was."""
         with self._lock:
-            idle = self._status == "idle"
+            idle = self._status == State.IDLE
         if idle:
             self.queue.admit(self, self.owner, self.client)
         try:
@@ -411,14 +411,14 @@ class ProcessJob(Job):
             self._paused_at = None
             if self._stopping:
                 pass  # a stop that is still under way (it timed out) wins
-            elif self._status in ("idle", "paused"):
+            elif self._status in (State.IDLE, State.PAUSED):
                 self._mode = mode
                 self._want_slot()
-            elif self._status == "running":
+            elif self._status == State.RUNNING:
                 self._mode = mode
                 if self._ready:
                     self._send_mode()
-            elif self._status == "queued":
+            elif self._status == State.QUEUED:
                 self._mode = mode  # what it does when its turn comes
         self._settle_slot()
 
@@ -429,12 +429,12 @@ class ProcessJob(Job):
         if place == 0:
             self._go()
         else:
-            self._status = "queued"
+            self._status = State.QUEUED
 
     def _granted(self) -> None:
         """The queue gave this job its slot (called from the thread whose release freed it)."""
         with self._lock:
-            if self._status == "queued":
+            if self._status == State.QUEUED:
                 return self._go()
             if not self._in_queue:
                 return None
@@ -443,7 +443,7 @@ class ProcessJob(Job):
         notify()
 
     def _go(self) -> None:
-        self._status = "running"
+        self._status = State.RUNNING
         if self._proc is None:
             self._spawn()
         elif self._ready:
@@ -484,7 +484,7 @@ class ProcessJob(Job):
         try:
             proc, ours = self.launcher()
         except Exception as exc:  # noqa: BLE001 - e.g. out of processes or memory: the page must hear why
-            self._status, self._reason = "error", Ending.ERROR
+            self._status, self._reason = State.ERROR, Ending.ERROR
             self._error = f"the training process could not start: {type(exc).__name__}: {exc}"
             self._ended.set()
             return
@@ -504,7 +504,7 @@ class ProcessJob(Job):
         been told, so whoever returns from pause() or stop() sees the next run already started."""
         with self._slot_lock:
             with self._lock:
-                if not self._in_queue or self._status in ("running", "queued"):
+                if not self._in_queue or self._status in (State.RUNNING, State.QUEUED):
                     return
                 self._in_queue = False
                 notify = self.queue.release_later(self)
@@ -537,14 +537,14 @@ class ProcessJob(Job):
             self._progress = (p["step"], p["elapsed"], p["loss"], p["steps_per_s"])
             self._history[p["history_from"]:] = p["history"]
             self._probes[p["probes_from"]:] = p["probes"]
-            current = seq == self._sent and not (self._status == "queued" and p["state"] == "paused")
+            current = seq == self._sent and not (self._status == State.QUEUED and p["state"] == State.PAUSED)
             if final or current:
                 self._status, self._reason, self._error = p["state"], p["reason"], p["error"]
             self._acked = max(self._acked, seq)
         elif kind == "parked" and not self._stopping:  # the worker sent the run's state and ends (the reader
             self._parked, self._acked = message[2], max(self._acked, message[1])  # thread reaps it); stopping:
             self._proc, self._conn, self._ready = None, None, False  # it just ends, as stop() expects
-            if self._status == "running":  # resumed while it parked: a new worker goes on from the state
+            if self._status == State.RUNNING:  # resumed while it parked: a new worker goes on from the state
                 self._spawn()
         elif kind == "ready":
             self._parked = None  # restored in the new worker
@@ -553,10 +553,10 @@ class ProcessJob(Job):
             self._ready = True
             if hasattr(self.probe, "text"):
                 self._send(("probe_text", self.probe.text))
-            if self._status == "running":
+            if self._status == State.RUNNING:
                 self._send_mode()
         elif kind == "failed":  # the worker could not build its run
-            self._status, self._reason, self._error = "error", Ending.ERROR, message[1]
+            self._status, self._reason, self._error = State.ERROR, Ending.ERROR, message[1]
         elif kind == "goodbye":
             self._goodbye = True
 
@@ -580,12 +580,12 @@ class ProcessJob(Job):
             self._ready = False
             if not self._goodbye:
                 if self._stopping:
-                    self._status, self._reason = "stopped", Ending.STOPPED
-                elif self._status != "error":
-                    self._status, self._reason = "error", Ending.KILLED
+                    self._status, self._reason = State.STOPPED, Ending.STOPPED
+                elif self._status != State.ERROR:
+                    self._status, self._reason = State.ERROR, Ending.KILLED
                     self._error = death_message(self._progress[0])
-            elif self._status in ("running", "paused", "queued"):  # it ended without a final word on it
-                self._status, self._reason = "stopped", self._reason or Ending.STOPPED
+            elif self._status in (State.RUNNING, State.PAUSED, State.QUEUED):  # it ended without a final word on it
+                self._status, self._reason = State.STOPPED, self._reason or Ending.STOPPED
         self._settle_slot()  # before join() returns: the next run in line has started by then
         with self._lock:
             self._ended.set()

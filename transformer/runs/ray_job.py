@@ -67,7 +67,7 @@ import time
 import transformer
 from transformer import settings
 from transformer.runs import relay
-from transformer.runs.job import Ending
+from transformer.runs.job import Ending, State
 from transformer.runs.process_job import ProcessJob
 from transformer.training.config import TrainConfig
 
@@ -308,7 +308,7 @@ class RayJob(ProcessJob):
                 max_restarts=0, max_task_retries=0, scheduling_strategy="SPREAD", **self._resources,
             ).remote(relay.dumps(list(sys.path)), relay.dumps(self._spec()))
         except Exception as exc:  # noqa: BLE001 - e.g. the cluster is gone: the page must hear why
-            self._status, self._reason = "error", Ending.ERROR
+            self._status, self._reason = State.ERROR, Ending.ERROR
             self._error = f"the Ray cluster could not take the run: {type(exc).__name__}: {exc}"
             self._ended.set()
             return
@@ -358,8 +358,8 @@ class RayJob(ProcessJob):
 
     def _failed(self, message: str) -> None:
         with self._lock:
-            if self._status != "error" and not self._goodbye and not self._stopping:
-                self._status, self._reason, self._error = "error", Ending.ERROR, message
+            if self._status != State.ERROR and not self._goodbye and not self._stopping:
+                self._status, self._reason, self._error = State.ERROR, Ending.ERROR, message
 
 
 def _first_line(exc: BaseException) -> str:

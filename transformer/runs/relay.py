@@ -19,6 +19,7 @@ import torch
 
 from transformer.training.trainer import Trainer
 
+from .job import State
 from .thread_job import TrainingJob
 
 PUBLISH_EVERY = 0.1  # seconds between the worker's progress messages (only sent when something changed)
@@ -130,7 +131,7 @@ class Relay:
             job.step(message[2])
         elif kind == "stop":
             job.stop(timeout=CHILD_SETTLE)
-        elif kind == "park" and job.snapshot().state == "paused":
+        elif kind == "park" and job.snapshot().state == State.PAUSED:
             self.publish(force=True)  # the weights and progress it stays at, then its whole state
             self.send(("parked", message[1], _dumps_state(job.saved())))
             job.stop(timeout=CHILD_SETTLE)
@@ -143,7 +144,7 @@ class Relay:
         """Send the progress if it changed (or `force`, `final`), with a copy of the weights if asked (`weights`),
         due (every WEIGHTS_EVERY seconds while running) or not sent yet for the step the job stays at."""
         snap = self.job.snapshot()
-        stepping = snap.state == "running"
+        stepping = snap.state == State.RUNNING
         copy = None
         due = self.weights_step != snap.step and (not stepping or time.monotonic() - self.weights_time > WEIGHTS_EVERY)
         if weights or due:

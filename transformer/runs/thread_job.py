@@ -24,7 +24,7 @@ import torch
 from transformer.bundle import ModelBundle
 from transformer.training.trainer import Trainer
 
-from .job import MAX_PROBES, SETTLE_TIMEOUT, TRAINING_THREADS, Ending, Job, JobLimitError, JobSnapshot
+from .job import MAX_PROBES, SETTLE_TIMEOUT, TRAINING_THREADS, Ending, Job, JobLimitError, JobSnapshot, State
 
 MAX_CONCURRENT_JOBS = 4  # per process: training jobs whose thread is alive (running or paused)
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits, in all, for live jobs to end their step under way
@@ -55,7 +55,7 @@ class TrainingJob(Job):
         self._model_lock = threading.Lock()  # held by the thread while it changes the model
         self._bundles_waiting = 0  # bundle() calls waiting for the model lock (the thread lets them in)
         self._state = threading.Condition()  # guards everything below; wakes the thread on commands
-        self._status = "idle"
+        self._status = State.IDLE
         self._paused = False
         self._pending = 0  # steps still to run while paused (step(n))
         self._stop_requested = False
@@ -76,7 +76,7 @@ class TrainingJob(Job):
     def start(self, paused: bool = False) -> None:
         """Start the thread (paused=True: start paused, e.g. to single-step). JobLimitError when full."""
         with _live_jobs_lock, self._state:
-            if self._status != "idle":
+            if self._status != State.IDLE:
                 raise RuntimeError(f"this job was already started (state {self._status!r})")
             if len(_live_jobs) >= MAX_CONCURRENT_JOBS:
                 raise JobLimitError(
@@ -85,7 +85,7 @@ class TrainingJob(Job):
                 )
             _live_jobs.add(self)
             self._paused = paused
-            self._status = "paused" if paused else "running"
+            self._status = State.PAUSED if paused else State.RUNNING
             self._heartbeat = time.monotonic()
         self._thread.start()
 
@@ -103,7 +103,7 @@ class TrainingJob(Job):
         if n < 1:
             raise ValueError(f"step count must be at least 1, got {n}")
         with self._state:
-            idle = self._status == "idle"
+            idle = self._status == State.IDLE
         if idle:
             self.start(paused=True)
         self._command(paused=True, pending=n)
@@ -112,8 +112,8 @@ class TrainingJob(Job):
         """End the thread after the current step and return once it has ended (or after `timeout`);
         an idle job just becomes stopped."""
         with self._state:
-            if self._status == "idle":
-                self._status, self._reason = "stopped", Ending.STOPPED
+            if self._status == State.IDLE:
+                self._status, self._reason = State.STOPPED, Ending.STOPPED
             self._stop_requested = True
             self._state.notify_all()
         if threading.current_thread() is not self._thread:
@@ -136,7 +136,7 @@ class TrainingJob(Job):
     def position(self) -> int | None:
         """0 while it steps (it never waits in a line: a full process refuses it), else None."""
         with self._state:
-            return 0 if self._status == "running" else None
+            return 0 if self._status == State.RUNNING else None
 
     def _settle(self, timeout: float) -> None:
         """Wait until the thread is between steps (it finishes the step under way first)."""
@@ -147,10 +147,10 @@ class TrainingJob(Job):
 
     def _command(self, paused: bool, pending: int) -> None:
         with self._state:
-            if self._status in ("running", "paused"):
+            if self._status in (State.RUNNING, State.PAUSED):
                 self._heartbeat = time.monotonic()  # a command is a sign of life (a long pause is no timeout)
                 self._paused, self._pending = paused, pending
-                self._status = "paused" if paused and not pending else "running"
+                self._status = State.PAUSED if paused and not pending else State.RUNNING
                 self._state.notify_all()
 
     # -- reading -----------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ class TrainingJob(Job):
             self._progress = (self.trainer.step_count, self.trainer.elapsed, self.trainer.last_loss)
 
     def _steps_per_s(self) -> float:
-        if self._status != "running" or len(self._rate) < 2:
+        if self._status != State.RUNNING or len(self._rate) < 2:
             return 0.0
         (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
@@ -216,13 +216,13 @@ class TrainingJob(Job):
                     self.trainer.step()
                     finish_reason = self._after_step()
                 if finish_reason is not None:
-                    return self._end("finished", finish_reason)
+                    return self._end(State.FINISHED, finish_reason)
                 if self._bundles_waiting:  # a lock is not fair: re-taken at once, it starved bundle() for
                     time.sleep(0.001)  # many seconds (a worker's progress stalled behind its weights copy)
-            self._end("stopped", stop_reason)
+            self._end(State.STOPPED, stop_reason)
         except Exception as exc:  # noqa: BLE001 - any failure must reach the page, with the model kept
             self._publish()
-            self._end("error", Ending.ERROR, f"{type(exc).__name__}: {exc}")
+            self._end(State.ERROR, Ending.ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             with _live_jobs_lock:
                 _live_jobs.discard(self)
@@ -243,7 +243,7 @@ class TrainingJob(Job):
                     self._pending = max(0, self._pending - 1)
                     self._stepping = True
                     return None
-                self._status = "paused"
+                self._status = State.PAUSED
                 self._state.wait(timeout=0.5)
 
     def _after_step(self) -> str | None:

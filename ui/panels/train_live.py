@@ -10,7 +10,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from transformer.charts.common import COLORBAR_PX
 from transformer.charts.training import curves_figure, format_seconds, mark_step, probe_filename, probe_labels, progress
-from transformer.runs.job import Ending
+from transformer.runs.job import Ending, State
 from transformer.store.model_store import StoreError
 from transformer.tasks import CustomTask
 from transformer.training.diagnosis import Memorising, memorising, preset_pairs
@@ -24,7 +24,7 @@ from ui.state import View
 from ui.tables.train import ALL_HEADS
 from transformer.i18n import Texts, sentences, t
 
-STATE_LINES = Texts({"running": "train.live.running", "paused": "train.live.paused"})
+STATE_LINES = Texts({State.RUNNING: "train.live.running", State.PAUSED: "train.live.paused"})
 # How a finished or stopped run ended, as one sentence each ({steps}: the steps it ran, {time}: how long it
 # trained); a failed one (ERROR, KILLED) shows its error instead
 ENDINGS = {Ending.TARGET: "train.live.end.target", Ending.MAX_STEPS: "train.live.end.max_steps",
@@ -79,7 +79,7 @@ def probe_panel(view: View, timeline: list, task, state: str, scrub: DeltaGenera
     width, where its tiles are large enough to read); returns the training step of the snapshot shown (None
     before the first)."""
     if not timeline:
-        st.info(t("train.live.first_later" if state == "queued" else "train.live.first_now"),
+        st.info(t("train.live.first_later" if state == State.QUEUED else "train.live.first_now"),
                 icon=":material/hourglass_top:")
         return None
     running = state in runs.POLLED
@@ -189,15 +189,15 @@ def ending(snapshot, target: float | None, advise: bool) -> str:
 
 def status_line(run: runs.Run, snapshot, advise: bool) -> None:
     value, text = progress(snapshot, run.settings.target)
-    if snapshot.state == "queued":
+    if snapshot.state == State.QUEUED:
         st.markdown(queue_line(run))
-    elif snapshot.state == "running" and not snapshot.step and not snapshot.probes:
+    elif snapshot.state == State.RUNNING and not snapshot.step and not snapshot.probes:
         st.markdown(t("train.live.starting"))
-    elif snapshot.state == "running" and snapshot.parked:
+    elif snapshot.state == State.RUNNING and snapshot.parked:
         st.markdown(t("train.live.resuming"))
-    elif snapshot.state == "paused" and snapshot.parked:
-        text = sentences([STATE_LINES["paused"], t("train.live.parked"), text])
-    elif snapshot.state == "error":
+    elif snapshot.state == State.PAUSED and snapshot.parked:
+        text = sentences([STATE_LINES[State.PAUSED], t("train.live.parked"), text])
+    elif snapshot.state == State.ERROR:
         st.error(t("train.live.failed", step=snapshot.step, error=snapshot.error))
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
         text = f"{STATE_LINES[snapshot.state]} {text}"
@@ -282,7 +282,8 @@ def keep_row(run: runs.Run, snapshot) -> None:
     """Keep the weights as of now (a snapshot, at most runs.MAX_SNAPSHOTS per session) to compare them later."""
     kept = [(step, key) for step, key in sorted(run.kept.items()) if key in registry.entries()]
     with st.container(horizontal=True, vertical_alignment="center"):
-        label = t("train.live.keep_now") if snapshot.state == "running" else t("train.live.keep", step=snapshot.step)
+        running = snapshot.state == State.RUNNING
+        label = t("train.live.keep_now") if running else t("train.live.keep", step=snapshot.step)
         st.button(label, key="train_keep", icon=":material/bookmark_add:",  # running: the step moves on before a click
                   disabled=snapshot.step == 0 or snapshot.step in dict(kept), on_click=callback(keep_clicked),
                   args=(run,), help=t("train.live.keep_help", n=runs.MAX_SNAPSHOTS))
