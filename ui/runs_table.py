@@ -108,8 +108,8 @@ def run_row(run: runs.Run) -> Row:
 def state_text(snap: JobSnapshot) -> str:
     """A run's state, and why it ended where that says more: "finished (max steps)", "stopped (session gone)"."""
     state = STATE_NAMES.get(snap.state, snap.state)
-    if snap.finished_reason in REASONS:
-        state += t("runs.because", reason=REASONS[snap.finished_reason])
+    if (reason := REASONS.get(snap.finished_reason)) is not None:
+        state += t("runs.because", reason=reason)
     return state
 
 

@@ -211,6 +211,8 @@ def test_pause_freezes_resume_continues_stop_ends(make_job):
     assert job.join(timeout=20)
     snap = job.snapshot()
     assert snap.state == "stopped" and snap.finished_reason == "stopped"
+    with pytest.raises(RuntimeError, match=r"^this job was already started \(state 'stopped'\)$"):
+        job.start()  # the state as its name, not the enum's repr
 
 
 def test_pause_and_stop_return_after_the_step_under_way(make_job):

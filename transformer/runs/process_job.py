@@ -225,7 +225,7 @@ class ProcessJob(Job):
         RunLimitError when its owner or client has as many live runs as it may."""
         with self._lock:
             if self._status != State.IDLE:
-                raise RuntimeError(f"this job was already started (state {self._status!r})")
+                raise RuntimeError(f"this job was already started (state '{self._status}')")
         with self._counted(), self._lock:
             if paused:
                 self._status = State.PAUSED

@@ -77,7 +77,7 @@ class TrainingJob(Job):
         """Start the thread (paused=True: start paused, e.g. to single-step). JobLimitError when full."""
         with _live_jobs_lock, self._state:
             if self._status != State.IDLE:
-                raise RuntimeError(f"this job was already started (state {self._status!r})")
+                raise RuntimeError(f"this job was already started (state '{self._status}')")
             if len(_live_jobs) >= MAX_CONCURRENT_JOBS:
                 raise JobLimitError(
                     f"{MAX_CONCURRENT_JOBS} training jobs are already running on this server; "
