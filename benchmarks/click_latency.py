@@ -101,23 +101,26 @@ SWITCH_JS = """async (name) => {
 
 
 # In-page: click the sidebar link named `name`, then wait for the new page's first chart (as SWITCH_JS) or, on a
-# page without one, for its script run to end: null after 30 s.
+# page without one, for its script run to end: the page's own heading shown and the app idle. Not the script state
+# seen to run and then stop: once in six starts (2026-12-01) no frame showed the checkpoints page's short run, and the
+# visit waited out its 30 s. null after 30 s.
 VISIT_JS = """async (name) => {
   const link = [...document.querySelectorAll('[data-testid=stSidebarNav] a')]
     .find(a => a.innerText.trim().endsWith(name));
   if (!link) return null;
   const app = document.querySelector('[data-testid=stApp]');
+  const heading = () => document.querySelector('[data-testid=stMainBlockContainer] h1')?.innerText;
+  const before = heading();
   const old = new Set(document.querySelectorAll('.js-plotly-plot'));
   const t0 = performance.now();
-  let ran = false;
   link.click();
   while (performance.now() - t0 < 30000) {
     await new Promise(r => requestAnimationFrame(() => r()));
     if ([...document.querySelectorAll('.js-plotly-plot')].some(p => !old.has(p) && p.querySelector('.main-svg')))
       return {ms: performance.now() - t0, chart: true};
-    const running = app.getAttribute('data-test-script-state') !== 'notRunning';
-    ran = ran || running;
-    if (ran && !running && !document.querySelector('[data-testid=stSkeleton]') && performance.now() - t0 > 300)
+    const now = heading();  // none while the frontend clears the last page
+    if (now && now !== before && app.getAttribute('data-test-script-state') === 'notRunning' &&
+        !document.querySelector('[data-testid=stSkeleton]'))
       return {ms: performance.now() - t0, chart: false};
   }
   return null;
