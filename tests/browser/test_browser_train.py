@@ -32,6 +32,15 @@ PROGRESS_SLIDE = """() => {
   const fill = document.querySelector('[data-testid=stProgressBarTrack] > div');
   return fill && getComputedStyle(fill).transitionDuration;
 }"""
+# From now on, the most lines of the run's latest metrics the page has held at once (window.__metricLines): a poll
+# whose elements differ in number from the last one's left the last one's line below its own until it ended
+METRIC_LINES = """() => {
+  const count = () => [...document.querySelectorAll('[data-testid=stMarkdownContainer]')]
+    .filter(e => e.innerText.startsWith('Training loss')).length;
+  window.__metricLines = count();
+  new MutationObserver(() => { window.__metricLines = Math.max(window.__metricLines, count()); })
+    .observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
 PROBE_TITLE = """() => {
   const chart = [...document.querySelectorAll('.js-plotly-plot')]
     .find(d => (d.layout?.title?.text ?? '').includes('Cross-attention'));  // the curves have no title
@@ -98,9 +107,11 @@ def test_train_page_trains_live_and_keeps_going_through_clicks(fresh_server, pag
     assert page.get_by_text("d_model 16, d_ff 32").count()  # the settings summary follows the edits
     screenshot(page, "train_before_start")
 
+    page.evaluate(METRIC_LINES)
     page.get_by_role("button", name="Start", exact=True).click()
     first = wait_until(page, lambda: (page.evaluate(CURVES_POINTS) or [0])[0] >= 1, "the first evaluation")
     assert first
+    assert page.evaluate("window.__metricLines") == 1  # from "Starting" to the first evaluation: one line at a time
     points = page.evaluate(CURVES_POINTS)[0]
     step_before_click = step_shown(page)
     # the progress bar steps to each poll's value: a slide kept the browser drawing all run long
@@ -268,6 +279,7 @@ def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser)
         for name in ("Pause", "Resume", "Stop"):
             assert second.get_by_role("button", name=name, exact=True).is_disabled()
 
+        second.evaluate(METRIC_LINES)
         second.get_by_role("button", name="Start", exact=True).click()
         wait_until(second, lambda: second.get_by_text("Waiting for a training slot").count(), "the second run's place")
         assert "yours is next" in state_line(second)
@@ -281,6 +293,7 @@ def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser)
         frozen = step_shown(first)
         wait_until(second, lambda: second.get_by_text("Training…").count() and step_shown(second) > 0,
                    "the second run to start", timeout=120)
+        assert second.evaluate("window.__metricLines") == 1  # from its place in line to training: one line at a time
         second.get_by_role("button", name="Stop", exact=True).click()
         wait_until(second, lambda: second.get_by_text("you stopped the run").count(), "the second run to stop")
         assert first.get_by_text("Paused.").count() and step_shown(first) == frozen  # untouched by the other

@@ -188,21 +188,25 @@ def ending(snapshot, target: float | None, advise: bool) -> str:
 
 
 def status_line(run: runs.Run, snapshot, advise: bool) -> None:
+    """The line above the progress bar where the state has one (in line, starting, resuming, failed, ended), then
+    the bar. The line has its slot in every state: a poll that drew fewer elements than the last left the last one's
+    metrics line below its own while it watched the run (runs.watch_until_next_poll), two lines of metrics at once."""
     value, text = progress(snapshot, run.settings.target)
+    line = st.empty()
     if snapshot.state == State.QUEUED:
-        st.markdown(queue_line(run))
+        line.markdown(queue_line(run))
     elif snapshot.state == State.RUNNING and not snapshot.step and not snapshot.probes:
-        st.markdown(t("train.live.starting"))
+        line.markdown(t("train.live.starting"))
     elif snapshot.state == State.RUNNING and snapshot.parked:
-        st.markdown(t("train.live.resuming"))
+        line.markdown(t("train.live.resuming"))
     elif snapshot.state == State.PAUSED and snapshot.parked:
         text = sentences([STATE_LINES[State.PAUSED], t("train.live.parked"), text])
     elif snapshot.state == State.ERROR:
-        st.error(t("train.live.failed", step=snapshot.step, error=snapshot.error))
+        line.error(t("train.live.failed", step=snapshot.step, error=snapshot.error))
     elif snapshot.state in STATE_LINES:  # on the progress bar's line: a live run's screen needs the room
         text = f"{STATE_LINES[snapshot.state]} {text}"
     else:
-        st.markdown(ending(snapshot, run.settings.target, advise))
+        line.markdown(ending(snapshot, run.settings.target, advise))
     st.progress(value, text=text)
 
 
