@@ -297,8 +297,10 @@ def test_two_sessions_see_and_control_only_their_own_runs(monkeypatch, _browser)
         second.get_by_role("button", name="Stop", exact=True).click()
         wait_until(second, lambda: second.get_by_text("you stopped the run").count(), "the second run to stop")
         assert first.get_by_text("Paused.").count() and step_shown(first) == frozen  # untouched by the other
+        first.evaluate(METRIC_LINES)
         first.get_by_role("button", name="Resume", exact=True).click()
         wait_until(first, lambda: step_shown(first) > frozen, "the first run to resume", timeout=120)
+        assert first.evaluate("window.__metricLines") == 1  # "Resuming" (its worker was handed over), then training
         first.get_by_role("button", name="Stop", exact=True).click()
         wait_until(first, lambda: first.get_by_text("you stopped the run").count(), "the first run to stop")
     finally:
