@@ -86,7 +86,7 @@ def test_training_frames_are_the_train_page_figures(bundle):
     results = [(step, run_probe(bundle, text)) for step, text in ((0, "abc"), (50, "abcd"), (100, "abcde"))]
     history = [{"step": s, "loss": 2 / (1 + s), "token_accuracy": s / 100, "exact_match": s / 120}
                for s in (0, 50, 100)]
-    snapshot = SimpleNamespace(history=history, max_steps=120)
+    snapshot = SimpleNamespace(history=history, max_steps=120, step=100, ended=True)
     run = SimpleNamespace(task=bundle.task, timeline=lambda _: results)
     specs = animations.training_specs(run, snapshot, 0, None)
     assert len(specs) == 3

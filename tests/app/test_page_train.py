@@ -36,7 +36,7 @@ from helpers.train_page import (
     wait_for,
 )
 
-from transformer.charts.training import format_seconds, probe_filename, progress
+from transformer.charts.training import curves_figure, format_seconds, probe_filename, progress, step_reach
 from transformer.network.config import BOUNDS, ModelConfig
 from transformer.network.decoding import greedy_decode
 from transformer.runs import queue as capacity
@@ -591,6 +591,23 @@ def test_the_time_left_is_to_max_steps_or_to_the_time_limit_whichever_is_sooner(
     assert snapshot_at(100, 50.0, max_seconds=10.0, elapsed=12.0).seconds_left() == 0.0
     assert snapshot_at(100, 0.0).seconds_left() is None  # no rate yet
     assert snapshot_at(100, 50.0, "paused").seconds_left() is None
+
+
+def test_the_curves_span_a_short_run_grow_with_a_long_one_and_fit_one_that_ended():
+    """A preset's run (300 steps here): its whole length from the first point. A run of 100,000 steps: twice the step
+    reached, rounded up (on its whole length, 300 steps were a sliver at the left). A run that ended: its own steps."""
+    assert [step_reach(snapshot_at(step, 50.0)) for step in (0, 25, 280)] == [300, 300, 300]
+
+    def long(step: int, state: str = "running") -> JobSnapshot:
+        return dataclasses.replace(snapshot_at(step, 50.0, state), max_steps=100_000)
+
+    assert [step_reach(long(step)) for step in (0, 30, 300, 600, 40_000, 90_000)] == \
+        [100_000, 100, 1_000, 2_000, 100_000, 100_000]
+    assert step_reach(long(600, "paused")) == 2_000  # it may train on
+    assert [step_reach(long(290, state)) for state in ("finished", "stopped", "error")] == [290, 290, 290]
+    assert step_reach(snapshot_at(0, 0.0, "stopped")) == 300  # stopped before its first step: nothing to fit
+    assert not long(290).ended and long(290, "stopped").ended
+    assert list(curves_figure(long(600), "reverse").layout.xaxis2.range) == [0, 2_000]
 
 
 class Numbered:

@@ -21,15 +21,34 @@ if TYPE_CHECKING:  # only for the annotations: these modules load torch, the fig
     from transformer.runs.probe import ProbeResult
 
 CURVE_POINTS = 200  # most history rows a live curve sends per refresh
+LONG_RUN = 1_000  # steps: a longer run's step axis grows with its curves instead of spanning the whole run
 STEP_MARK = "#009E73"  # the line marking the probe's step on the curves (none of the curves' colours)
 
 
 def curves_figure(snapshot: JobSnapshot, task_name: str) -> go.Figure:
     """Held-out loss, token accuracy and exact match against the step, beside the training batch's loss and token
-    accuracy (at most CURVE_POINTS points), on a step axis as long as the run."""
+    accuracy (at most CURVE_POINTS points), on a step axis to `step_reach`."""
     fig = training_curves(snapshot.history, title=t("charts.training_title", task=task_name),
-                          max_points=CURVE_POINTS, steps=snapshot.max_steps)
+                          max_points=CURVE_POINTS, steps=step_reach(snapshot))
     return fig.update_layout(margin_t=96)  # room for the legend between the title and the plot
+
+
+def step_reach(snapshot: JobSnapshot) -> int:
+    """Where the curves' step axis ends: at the run's length, from its first point on, the curves growing into it;
+    for a run of more than LONG_RUN steps, at twice the step reached, rounded up to 1, 2 or 5 times a power of ten
+    (on the whole length, the first minutes of curves were a sliver at the left edge); and once the run has ended,
+    at its last step (one that stopped early, far short of its length, kept that sliver for good)."""
+    if snapshot.ended and snapshot.step:
+        return snapshot.step
+    if snapshot.max_steps <= LONG_RUN or not snapshot.step:
+        return snapshot.max_steps
+    return min(snapshot.max_steps, round_up(2 * snapshot.step))
+
+
+def round_up(n: int) -> int:
+    """The least of 1, 2, 5, 10, 20, 50, ... that is at least `n` (n >= 1)."""
+    power = 10 ** (len(str(n)) - 1)
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= n)
 
 
 def mark_step(fig: go.Figure, step: int) -> go.Figure:

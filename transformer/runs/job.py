@@ -84,6 +84,11 @@ class JobSnapshot:
     max_seconds: float | None
     parked: bool = False  # paused, its worker handed back: the next step starts a new one from its state
 
+    @property
+    def ended(self) -> bool:
+        """Whether the run is over (finished, stopped or failed): it trains no further."""
+        return self.state in (State.FINISHED, State.STOPPED, State.ERROR)
+
     def seconds_left(self) -> float | None:
         """Seconds of training left at most, at the current rate (to max_steps, or to the time limit when that comes
         sooner); None while the job is not running or has no rate yet."""
