@@ -66,6 +66,7 @@ from serving import (  # noqa: E402
 )
 
 from ui.catalog import PAGES  # noqa: E402  (no torch)
+from ui.preload import PAGE_DRAWN_JS  # noqa: E402
 
 TARGETS = {"cold_start_ms": 3000, "first_visit_ms": 1000, "page_switch_ms": 400, "step_click_ms": 150}
 # what the peer server leaves out
@@ -101,15 +102,17 @@ SWITCH_JS = """async (name) => {
 
 
 # In-page: click the sidebar link named `name`, then wait for the new page's first chart (as SWITCH_JS) or, on a
-# page without one, for its script run to end: the page's own heading shown and the app idle. Not the script state
-# seen to run and then stop: once in six starts (2026-12-01) no frame showed the checkpoints page's short run, and the
-# visit waited out its 30 s. null after 30 s.
+# page without one, until it is drawn: its own heading shown, the app idle, every chart element drawn (ui/preload's
+# test, whose charts' code draws them once the run has ended: the Train page's preview). Not the script state seen to
+# run and then stop: once in six starts (2026-12-01) no frame showed the checkpoints page's short run, and the visit
+# waited out its 30 s. null after 30 s.
 VISIT_JS = """async (name) => {
   const link = [...document.querySelectorAll('[data-testid=stSidebarNav] a')]
     .find(a => a.innerText.trim().endsWith(name));
   if (!link) return null;
   const app = document.querySelector('[data-testid=stApp]');
   const heading = () => document.querySelector('[data-testid=stMainBlockContainer] h1')?.innerText;
+  const drawn = () => %s;
   const before = heading();
   const old = new Set(document.querySelectorAll('.js-plotly-plot'));
   const t0 = performance.now();
@@ -119,12 +122,11 @@ VISIT_JS = """async (name) => {
     if ([...document.querySelectorAll('.js-plotly-plot')].some(p => !old.has(p) && p.querySelector('.main-svg')))
       return {ms: performance.now() - t0, chart: true};
     const now = heading();  // none while the frontend clears the last page
-    if (now && now !== before && app.getAttribute('data-test-script-state') === 'notRunning' &&
-        !document.querySelector('[data-testid=stSkeleton]'))
+    if (now && now !== before && app.getAttribute('data-test-script-state') === 'notRunning' && drawn())
       return {ms: performance.now() - t0, chart: false};
   }
   return null;
-}"""
+}""" % PAGE_DRAWN_JS
 
 
 def open_page(browser, throttle: float):

@@ -32,6 +32,11 @@ SERVED = CustomComponent(name="ap_chart_code", path=str(PLOTLY_DIR), module_name
 # page's live view waited ~0.4 s after Start for those below (the syntax highlighter, 1.6 MB, is run for code in
 # markdown) before its first progress line showed. Each brings the chunks it imports (the progress bar's, the
 # slider's width).
+# In-page, whether the page is drawn: no skeleton left, every element of ui/step_player.py's component holding its
+# player or its chart, stamped drawn (the beacon's test; benchmarks/click_latency.py's for a page's first visit)
+PAGE_DRAWN_JS = """!document.querySelector("[data-testid=stSkeleton]") &&
+  [...document.querySelectorAll("[data-testid=stBidiComponentRegular]")].every((element) =>
+    element.querySelector(".ap-player") || element.querySelector(".ap-chart")?.dataset.apStep)"""
 STATIC_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"
 CHARTS = "BidiComponent"  # the element the charts are drawn in (ui/step_player.py's st.components.v2 component)
 LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "StreamlitSyntaxHighlighter")
@@ -40,8 +45,7 @@ LATER = ("DataFrame", "Progress", "DownloadButton", "PageLink", "Slider", "Strea
 # idle once they have come and the page's run has ended (no home page element needs them, and evaluating one is a
 # task the page's drawing would wait for: the syntax highlighter's took ~0.3 s of a cold start's first chart). The
 # element holds no content: the style hides its container, which would otherwise add a gap above the page. Once the
-# page is drawn as well (no skeleton left, every element of ui/step_player.py's component holding its player or its
-# chart, stamped drawn), it asks for BEACON's file when next idle (after DRAWN_WAITS looks in any case).
+# page is drawn as well (PAGE_DRAWN_JS), it asks for BEACON's file when next idle (after DRAWN_WAITS looks in any case).
 IMPORT_JS = """<style>[data-testid=stElementContainer]:has(#ap-preload-charts) {{ display: none; }}</style>
 <script id="ap-preload-charts">
 const entry = document.querySelector('script[type=module][src*="static/js/"]');
@@ -53,9 +57,7 @@ const ran = () => document.querySelector('[data-testid=stApp][data-test-script-s
 const run = new Promise((ended) => ran() ? ended() : new MutationObserver((_, watch) => {{
   if (ran()) {{ watch.disconnect(); ended(); }}
 }}).observe(document.body, {{subtree: true, attributes: true, attributeFilter: ["data-test-script-state"]}}));
-const drawn = () => !document.querySelector("[data-testid=stSkeleton]") &&
-  [...document.querySelectorAll("[data-testid=stBidiComponentRegular]")].every((element) =>
-    element.querySelector(".ap-player") || element.querySelector(".ap-chart")?.dataset.apStep);
+const drawn = () => {page_drawn};
 const tell = (waits) => drawn() || !waits ? idle(() => fetch(new URL({drawn}, entry.src), {{cache: "no-store"}})
   .catch(() => {{}})) : setTimeout(() => tell(waits - 1), 50);
 if (entry) Promise.all([window.apPlotly ??= load({plotly}), load({charts}), run]).then(() => {{
@@ -104,5 +106,6 @@ def preload_charts() -> None:
     wait for them, and the other chunks (LATER) after them."""
     later = [found for name in LATER if (found := chunk(name))]
     st.html(IMPORT_JS.format(plotly=json.dumps(plotly_path()), charts=json.dumps(chunk(CHARTS)),
-                             drawn=json.dumps(f"../../component/{BEACON.name}/{BEACON_FILE}"), waits=DRAWN_WAITS,
+                             drawn=json.dumps(f"../../component/{BEACON.name}/{BEACON_FILE}"),
+                             page_drawn=PAGE_DRAWN_JS, waits=DRAWN_WAITS,
                              later=json.dumps(later)), unsafe_allow_javascript=True)
