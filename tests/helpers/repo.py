@@ -18,6 +18,12 @@ REVERSE = ROOT / "assets" / "checkpoints" / "reverse.safetensors"
 needs_reverse = pytest.mark.skipif(not REVERSE.is_file(), reason=f"the shipped model {REVERSE} is missing")
 
 
+def tracked(*pathspecs: str) -> list[str]:
+    """The files git tracks that match `pathspecs`, as paths from the repository's root."""
+    return subprocess.run(["git", "ls-files", *pathspecs], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
 def fresh_python(code: str) -> str:
     """What `code` prints, run by a new interpreter at the repository's root (nothing imported yet, as in a server
     or a worker); the test fails with its stderr if it fails."""

@@ -4,13 +4,12 @@ there, and its `#anchor` a heading of that file, as GitHub makes a heading's anc
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from helpers.repo import ROOT
+from helpers.repo import ROOT, tracked
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*$")
@@ -20,8 +19,7 @@ CODE_SPAN = re.compile(r"`[^`]*`")
 
 def markdown_files() -> list[Path]:
     """The Markdown files git tracks (a test's or a benchmark's output is not a guide)."""
-    listed = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [ROOT / name for name in listed.stdout.split()]
+    return [ROOT / name for name in tracked("*.md")]
 
 
 def prose(path: Path) -> list[str]:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
-from helpers.repo import ROOT
+from helpers.repo import ROOT, tracked
 
 from transformer import settings
 from transformer.settings import SETTINGS, SettingError
@@ -50,8 +49,7 @@ def test_a_bad_value_names_the_variable_and_what_it_takes(monkeypatch, name, tex
 
 def test_no_other_module_reads_an_ap_variable():
     """One home: the library, the UI, the pages and the app read AP_* only through transformer.settings."""
-    files = subprocess.run(["git", "ls-files", "transformer", "ui", "pages", "app.py"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
+    files = tracked("transformer", "ui", "pages", "app.py")
     reads = re.compile(r"(environ|getenv)\W[^\n]*AP_|AP_\w+[\"']\s*\]")
     offenders = [f for f in files if f.endswith(".py") and f != "transformer/settings.py"
                  and reads.search((ROOT / f).read_text())]
