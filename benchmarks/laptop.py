@@ -1,0 +1,113 @@
+"""Issue 25's items on this machine in one go, for a session that has a CPU kind not yet measured. Prints JSON.
+
+Runs, one after another (never two at once: they share the cores), the benchmarks behind the items: muon_step.py and
+all_tasks.py pinned to one core (`taskset -c 1`, as a training process runs beside a browser), train_page.py on the
+`addition` preset (the slowest to its bar), click_latency.py. Each one's JSON is kept in
+benchmarks/results/laptop-<name>.json (all_tasks.py's lines as a list); then one entry per item: the figure, its
+target and whether it is met, each taken from those files, and the machine. A benchmark that fails is named with the
+end of its error output, and the items it measures are left out. With `--cpu avx2` every benchmark caps torch's
+kernels to AVX2 (timing.add_cpu_argument). 10 minutes on a 2-core Zen 4.
+
+    python benchmarks/laptop.py [--cpu native|avx2] [--only muon_step,click_latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+PINNED = ["taskset", "-c", "1"]
+RUNS = {  # name: (command, whether it prints one JSON document per line)
+    "muon_step": (PINNED + [sys.executable, "benchmarks/muon_step.py"], False),
+    "all_tasks": (PINNED + [sys.executable, "benchmarks/all_tasks.py"], True),
+    "train_page": ([sys.executable, "benchmarks/train_page.py", "--task", "addition", "--rounds", "3"], False),
+    "click_latency": ([sys.executable, "benchmarks/click_latency.py"], False),
+}
+
+
+def run(name: str, cpu: str) -> dict | list | str:
+    """Run benchmark `name` with `--cpu cpu`; its JSON (kept in RESULTS), or the end of its error output."""
+    command, lines = RUNS[name]
+    print(f"== {name}", file=sys.stderr, flush=True)
+    done = subprocess.run([*command, "--cpu", cpu], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"exit status {done.returncode}: {done.stderr[-1500:]}"
+    out = [json.loads(line) for line in done.stdout.splitlines() if line.strip()] if lines else json.loads(done.stdout)
+    if isinstance(out, dict) and "skipped" in out:  # a browser benchmark on a machine without Chromium
+        return f"skipped: {out['skipped']}"
+    (RESULTS / f"laptop-{name}.json").write_text(json.dumps(out, indent=1))
+    return out
+
+
+def item(what: str, figure, target: str, met: bool) -> dict:
+    return {"item": what, "figure": figure, "target": target, "met": met}
+
+
+def items(found: dict) -> list[dict]:
+    """Issue 25's items from the benchmarks' output (those whose benchmark ran)."""
+    out = []
+    if isinstance(muon := found.get("muon_step"), dict):
+        ratios = {r["task"]: r["cpu"]["muon_over_adam"] for r in muon["results"]}
+        out.append(item("1. Muon / Adam, CPU time a step", ratios, "<= 1.5 each", max(ratios.values()) <= 1.5))
+    if isinstance(tasks := found.get("all_tasks"), list):
+        seconds = {r["task"]: r["seconds_to_bar"] for r in tasks}
+        out.append(item("2. every preset to its bar, the CLI's path (s)", seconds, "<= 15 each",
+                        all(r["within_target"] for r in tasks)))
+    if isinstance(page := found.get("train_page"), dict):
+        for nice, shown in page["summary"].items():
+            if not nice.startswith("nice "):
+                continue
+            out += [
+                item(f"2. addition to its bar on the Train page, worker at {nice} (s)", shown["start_to_finished_s"],
+                     "<= 15", shown["start_to_finished_s"] <= 15),
+                item(f"3. Start -> Finished over the CLI's training, {nice}", shown["start_to_finished_over_cli"],
+                     "<= 1.5", shown["start_to_finished_over_cli"] <= 1.5),
+                item(f"3. Start -> first progress line, {nice} (ms)", shown["first_step_ms"], "<= 1000",
+                     shown["first_step_ms"] <= 1000),
+                item(f"4. the page's training rate over the bare run's, {nice}", shown["page_rate_over_bare"],
+                     ">= 0.8", shown["page_rate_over_bare"] >= 0.8),
+            ]
+    if isinstance(clicks := found.get("click_latency"), dict):
+        visits = {page: v["p50"] for page, v in clicks["first_visit_ms"].items()}
+        out += [
+            item("5. fresh server, first chart on Home, median (ms)", clicks["cold_start_ms"]["median"], "<= 3000",
+                 clicks["met"]["cold_start_ms"]),
+            item("5. first visit to each other page, median (ms)", visits, "<= 1000 each",
+                 clicks["met"]["first_visit_ms"]),
+        ]
+        if "step_click_ms" in clicks:
+            out.append(item("6. decode step click, median (ms)", clicks["step_click_ms"]["browser"]["p50"], "<= 150",
+                            clicks["met"]["step_click_ms"]))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_cpu_argument(parser)
+    parser.add_argument("--only", default=",".join(RUNS), help="comma-separated benchmarks of: " + ", ".join(RUNS))
+    args = parser.parse_args()
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in RUNS]:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    use_cpu_kind()
+    RESULTS.mkdir(exist_ok=True)
+    began = time.monotonic()
+    found = {name: run(name, args.cpu) for name in names}
+    print(json.dumps({"benchmark": "laptop", "cpu": args.cpu, "items": items(found),
+                      "failed": {name: out for name, out in found.items() if isinstance(out, str)},
+                      "minutes": round((time.monotonic() - began) / 60, 1),
+                      "machine": machine(torch_threads=1)}, indent=1))  # the benchmarks train and serve on one
+
+
+if __name__ == "__main__":
+    main()
