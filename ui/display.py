@@ -80,7 +80,12 @@ def show_figure(fig, filename: str, *, key: str, width: str | int = "stretch",
 
 def as_shown(fig) -> tuple[go.Figure, str]:
     """`fig` as this session shows it (presenter mode's larger copy) and the export format its camera saves."""
-    return presenter_sized(fig) if presenting() else fig, st.session_state.get(EXPORT_FORMAT, "png")
+    return presenter_sized(fig) if presenting() else fig, export_format()
+
+
+def export_format() -> str:
+    """The image format a chart's camera saves, as the sidebar sets it: "png" or "svg"."""
+    return st.session_state.get(EXPORT_FORMAT, "png")
 
 
 def for_export(build) -> go.Figure:

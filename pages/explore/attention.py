@@ -190,13 +190,14 @@ def change_from_intact(amap: AttentionMap, layer: int, head: int, source: tuple,
 def grid_downloads(fig, build, stem: str, images: bool) -> None:
     """The grid as one PNG/SVG image (when `images`; `build()` makes it again in the language the server draws
     images in), rendered on the server only when its button is clicked (deferred data), and always as a
-    standalone HTML file (the reader's browser draws it)."""
+    standalone HTML file (the reader's browser draws it; its camera saves in the sidebar's format)."""
     for fmt in IMAGE_MIME if images else ():
         st.download_button(t("attention.grid.download", fmt=fmt.upper()),
                            data=lambda fmt=fmt: figure_to_image(display.for_export(build), fmt),
                            file_name=f"{stem}.{fmt}", mime=IMAGE_MIME[fmt], key=f"grid_{fmt}_{stem}",
                            on_click="ignore", icon=":material/image:")
-    st.download_button(t("attention.grid.download", fmt="HTML"), data=lambda: figure_to_html(fig),
+    camera = display.export_format()  # read now: the file is made when its button is clicked, outside this run
+    st.download_button(t("attention.grid.download", fmt="HTML"), data=lambda: figure_to_html(fig, stem, camera),
                        file_name=f"{stem}.html", mime="text/html", key=f"grid_html_{stem}", on_click="ignore",
                        icon=":material/code:")
 

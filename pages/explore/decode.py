@@ -14,11 +14,11 @@ from ui import decodes, knockout, step_player
 from ui.animations import decode_animation
 from ui import model_registry as registry
 from ui.code_links import code_link
-from ui.display import csv_download, fitted_row, label_width, presenter_sized
+from ui.display import csv_download, export_format, fitted_row, label_width, presenter_sized
 from ui.failure import callback, fragment
 from ui.markdown import code, literal
 from ui.state import View
-from ui.sidebar import EXPORT_FORMAT, presenting
+from ui.sidebar import presenting
 from ui.step_player import CHIP, CHIP_STYLES, FORCED_RING
 from ui.tables.decode import DECODE
 from ui.panels.decode_search import beam_panel, sampling_panel
@@ -214,7 +214,7 @@ def step_chart(decode: str, source: decodes.Source, bundle, result: DecodeResult
     step_player.chart(f"decode_chart_{kind}", CHANNEL, decode, kind,
                       step_figures(decode, source, result, kind, scale, presenting()),
                       [chart_filename(task, kind, step=i) for i in steps],
-                      st.session_state.get(EXPORT_FORMAT, "png"), look=(scale, presenting()))
+                      export_format(), look=(scale, presenting()))
 
 
 def topk_chart(view: View, decode: str, source: decodes.Source, bundle, result: DecodeResult) -> None:

@@ -78,6 +78,11 @@ def test_attention_page_paints_exports_and_its_link_restores_the_view_on_a_fresh
                                            "reverse_cross_all-heads.html")
     data = open(download.path(), "rb").read()
     assert len(data) > 1000 and signature in data[:200]
+    if images:  # the HTML file is offered either way; its camera saves under the chart's name, in the sidebar's format
+        with pg.expect_download(timeout=90_000) as info:
+            pg.get_by_role("button", name="Download all heads as HTML").click()
+        data = open(info.value.path(), "rb").read()
+    assert b'"toImageButtonOptions": {"format": "png", "filename": "reverse_cross_all-heads"' in data
     screenshot(pg, "attention_page")
 
     pg.locator(".st-key-attention_kind_widget").get_by_role("radio", name="Encoder self-attention").click()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 
 import numpy as np
@@ -68,11 +69,14 @@ def test_text_that_starts_like_a_formula_is_neutralised_in_every_csv(text):
 
 
 def test_html_fallback_is_standalone_and_holds_the_plot():
-    page = export.figure_to_html(small_figure(), config=export.chart_config("x")).decode()
+    page = export.figure_to_html(small_figure(), "reverse_cross_all-heads", "svg").decode()
     assert page.lstrip().lower().startswith("<!doctype html>")
     assert "Cross-attention · L1 H1" in page and "Plotly.newPlot" in page
     assert re.findall(r"<script[^>]*>", page) == ["<script>"] * page.count("<script")  # nothing fetched
     assert len(page) > 1_000_000  # plotly.js is inlined: opens offline
+    config = json.loads(re.findall(r'(\{"displaylogo".*?\})\s*\)', page)[-1])  # newPlot's last argument
+    assert config["toImageButtonOptions"] == {"format": "svg", "filename": "reverse_cross_all-heads", "scale": 2}
+    assert config["displaylogo"] is False and set(config["modeBarButtonsToRemove"]) == set(export.TOOLS_LEFT_OUT)
 
 
 def test_unavailable_browser_is_reported_not_hung(monkeypatch):

@@ -55,8 +55,9 @@ def chart_filename(task: str, kind: str, layer: int | None = None, head: int | N
 
 
 def chart_config(filename_stem: str, fmt: str = "png", scale: float = 2) -> dict:
-    """`st.plotly_chart(config=...)`: the toolbar's camera button downloads `filename_stem.fmt`; the toolbar holds
-    no button of TOOLS_LEFT_OUT."""
+    """The plotly config of a chart drawn outside the app (`figure_to_html`'s page), with the toolbar of the app's
+    own charts (ui/step_player.js): its camera downloads `filename_stem.fmt` at `scale`; no plotly logo, and no
+    button of TOOLS_LEFT_OUT."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     if not 0.5 <= scale <= 5:
@@ -191,8 +192,10 @@ def figure_to_image(fig: go.Figure, fmt: str = "png", scale: float = 2) -> bytes
     return next(figures_to_images([fig], fmt, scale))
 
 
-def figure_to_html(fig: go.Figure, config: dict | None = None) -> bytes:
-    """A standalone HTML file with plotly.js inlined: works offline, needs no server-side browser."""
+def figure_to_html(fig: go.Figure, filename_stem: str, fmt: str = "png") -> bytes:
+    """A standalone HTML file with plotly.js inlined: works offline, needs no server-side browser; its toolbar's
+    camera saves `filename_stem.fmt` (chart_config)."""
+    config = chart_config(filename_stem, fmt)
     return pio.to_html(fig, include_plotlyjs=True, full_html=True, config=config).encode("utf-8")
 
 
