@@ -69,6 +69,7 @@ def test_masks_shown_equal_the_library_masks_for_the_same_batch(page, bundle):
                                   padding_mask(tgt_in)[row, 0].expand(t, t).numpy())
     np.testing.assert_array_equal(allowed(page, "fig-masks-cross"), padding_mask(src)[row, 0].expand(t, -1).numpy())
     assert allowed(page, "fig-masks-combined").sum() < allowed(page, "fig-masks-causal").sum()  # padding counts
+    assert any("Equals padding AND causal, cell by cell" in c.value for c in page.caption)  # what the page checked
     assert any(k[0] == "masked_batch" for k in decodes._cache)  # the batch is kept in the byte-bounded cache
 
 
