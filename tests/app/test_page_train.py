@@ -28,6 +28,7 @@ from helpers.train_page import (
     job_of,
     key,
     linked,
+    preset_values,
     probe_chart,
     shown_settings,
     shown_step,
@@ -53,7 +54,7 @@ from ui import model_registry as registry
 from ui import runs
 from ui.panels import train_live
 from ui.run_settings import MODEL_DEFAULTS_ALL, TRAIN_DEFAULTS, RunSettings, settings_problem, task_defaults
-from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, preset_values, settings_of, values_of
+from ui.tables.train import MODEL_FIELDS, PARAM_FIELDS, TRAIN, TRAIN_FIELDS, settings_of, values_of
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the page of a server without CUDA")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -10,6 +10,7 @@ from helpers.train_page import (
     job_of,
     key,
     linked,
+    preset_values,
     shown_settings,
     shown_step,
     state,
@@ -24,7 +25,7 @@ from transformer.training.config import TRAIN_BOUNDS
 from transformer.training.presets import PRESETS
 from ui import runs
 from ui.run_settings import settings_summary
-from ui.tables.train import MUON_FIELDS, PRESET_PROPS, TRAIN, preset_note, preset_values, setting_text, stop_target
+from ui.tables.train import MUON_FIELDS, PRESET_PROPS, TRAIN, preset_note, setting_text, stop_target
 
 PRESET_NOTE = "Preset for"
 FOLDED = "Settings (locked while the run is live)"

@@ -13,7 +13,7 @@ from helpers.repo import open_link
 from transformer.runs.process_job import ProcessJob
 from ui import runs
 from ui.run_settings import task_defaults
-from ui.tables.train import MODEL_FIELDS, MUON_FIELDS, TRAIN, TRAIN_FIELDS
+from ui.tables.train import MODEL_FIELDS, MUON_FIELDS, PRESET_PROPS, TRAIN, TRAIN_FIELDS
 
 PAGE = "pages/models/train.py"
 
@@ -80,3 +80,9 @@ def shown_settings(at) -> dict:
     shown["stop_early"] = at.checkbox(key=key("stop_early")).value
     shown["probe"] = at.text_input(key=key("probe")).value
     return shown
+
+
+def preset_values(task: str) -> dict:
+    """The model shape and recipe of `task`'s preset as the Train table's view values (the library defaults where it
+    sets none): what the page shows once the task is picked."""
+    return {name: TRAIN.by_name[name].defaults_by.get(task, TRAIN.by_name[name].default) for name in PRESET_PROPS}

@@ -204,11 +204,6 @@ CHOICE_LABELS = {"norm": ("train.norm", NORM_LABELS), "positional": ("train.posi
                  "init": ("", INIT_LABELS), "schedule": ("", SCHEDULE_LABELS)}  # "": the value says what it is
 
 
-def preset_values(task: str) -> dict:
-    """The model shape and recipe of `task`'s preset as view values (the library defaults where it sets none)."""
-    return {name: TRAIN.by_name[name].defaults_by.get(task, TRAIN.by_name[name].default) for name in PRESET_PROPS}
-
-
 def setting_text(name: str, value) -> str:
     """One setting for a sentence: "Total steps 1,500", "Earliest year 1950", "qk-norm on", "Optimizer Muon + Adam"."""
     if name in CHOICE_LABELS:
