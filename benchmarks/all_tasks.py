@@ -5,7 +5,7 @@ ends: a held-out greedy exact match at the preset's bar confirmed on 1,000 held-
 run out. Runs go through a TrainingJob (the library's background-thread run, as in train_reverse.py --mode job) on
 one torch thread; every evaluation is on the clock. Afterwards (not timed) the model is scored on 1,000 fresh
 held-out inputs of another seed. steps_per_s is steps over the whole wall time, evaluation included;
-within_target says whether the bar was reached in at most TARGET_SECONDS (issue 25's target for every task, on
+within_target says whether the bar was reached in at most PRESET_SECONDS (issue 25's target for every task, on
 every CPU kind: `--cpu avx2` caps the kernels to AVX2, as on a laptop without AVX-512 or native bfloat16). This is
 the CLI's path (`python -m transformer train` trains through the same TrainingJob), less the interpreter's start.
 cpu_seconds is the process's CPU time over the run: on a busy machine a steadier figure than the wall time.
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import add_cpu_argument, machine, use_cpu_kind  # noqa: E402
+from timing import PRESET_SECONDS, add_cpu_argument, machine, use_cpu_kind  # noqa: E402
 
 use_cpu_kind()
 
@@ -44,7 +44,6 @@ from transformer.runs.job import TRAINING_THREADS  # noqa: E402
 from train_reverse import run_job  # noqa: E402
 
 CONFIRM_SAMPLES = 1000
-TARGET_SECONDS = 15.0
 
 
 def train_to_bar(train: TrainConfig, model: dict, target: float) -> dict:
@@ -58,7 +57,7 @@ def train_to_bar(train: TrainConfig, model: dict, target: float) -> dict:
     return {
         "seconds_to_bar": round(seconds, 2) if reached else None, "seconds": round(seconds, 2), "reached": reached,
         "cpu_seconds": round(cpu, 2),
-        "target_seconds": TARGET_SECONDS, "within_target": reached and seconds <= TARGET_SECONDS,
+        "target_seconds": PRESET_SECONDS, "within_target": reached and seconds <= PRESET_SECONDS,
         "steps": trainer.step_count, "exact_match": last["exact_match"], "samples": last["samples"],
         "exact_match_fresh_1000": fresh["exact_match"], "steps_per_s": round(trainer.step_count / seconds, 1),
         "parameters": trainer.model.num_parameters(),
