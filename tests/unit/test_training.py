@@ -21,6 +21,7 @@ from transformer.runs.job import JobLimitError, JobSnapshot
 from transformer.runs.thread_job import TrainingJob
 from transformer.training.config import TrainConfig
 from transformer.training.optimizers import FINAL_LR_FRACTION
+from transformer.training import trainer as trainer_module
 from transformer.training.trainer import Trainer
 
 TINY_MODEL = {"d_model": 16, "n_heads": 2, "d_ff": 32}
@@ -111,6 +112,21 @@ def test_a_trainer_makes_its_optimisers_at_its_first_step_so_an_untrained_model_
                         "trainer = PRESETS['reverse'].trainer()\ntrainer.bundle()\n"
                         "print('torch._dynamo' in sys.modules)\n"
                         "trainer.step()\nprint('torch._dynamo' in sys.modules)\n").split() == ["False", "True"]
+
+
+def test_a_trainers_clock_leaves_out_making_its_optimisers(monkeypatch):
+    """Making the optimisers (torch._dynamo's import, in a fresh process) is not training time: a CLI run and a
+    Train page run, whose worker imported it before Start, count the same seconds for the same steps."""
+    real = trainer_module.make_optimizers
+
+    def slow(*args):
+        time.sleep(1.0)
+        return real(*args)
+
+    monkeypatch.setattr(trainer_module, "make_optimizers", slow)
+    trainer = tiny_trainer()
+    trainer.step()
+    assert 0 < trainer.elapsed < 1.0
 
 
 def test_loss_decreases_on_a_tiny_copy_task():
@@ -422,6 +438,7 @@ import atexit, time
 atexit.register(lambda: print("after", job.snapshot().state, job.snapshot().finished_reason, flush=True))
 from transformer.runs.thread_job import TrainingJob
 from transformer.training.config import TrainConfig
+from transformer.training import trainer as trainer_module
 from transformer.training.trainer import Trainer
 config = TrainConfig(task="reverse", steps=100_000, batch_size=64, eval_every=100_000)
 job = TrainingJob(Trainer(config, {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_enc_layers": 3, "n_dec_layers": 3}))

@@ -50,7 +50,7 @@ class Trainer:
         self.batches = torch.Generator().manual_seed(train.seed)
         self.loss_fn = nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=train.label_smoothing)
         self.step_count = 0
-        self.elapsed = 0.0  # seconds spent in step() and evaluate()
+        self.elapsed = 0.0  # seconds spent training and evaluating (`step`, `evaluate`)
         self.history: list[dict] = []
         self.last_loss = float("nan")
         self.last_accuracy = float("nan")  # the latest batch's token accuracy (training data, teacher-forced)
@@ -79,7 +79,12 @@ class Trainer:
         return self._optimizing[1]
 
     def step(self) -> float:
-        """One optimisation step on a fresh batch; returns its loss. FloatingPointError if it diverged."""
+        """One optimisation step on a fresh batch; returns its loss. FloatingPointError if it diverged.
+
+        The first step makes the optimisers before its clock starts: in a fresh process that imports torch._dynamo
+        (1-2.5 s, once per process), which `elapsed` (a card's seconds, --max-seconds) would otherwise count in a
+        CLI run and not in a Train page run, whose worker imported it before Start."""
+        optimizers, schedulers = self._optimizing
         start = time.perf_counter()
         if not self.model.training:  # train() walks every module: ~0.5 ms, so only when needed
             self.model.train()
@@ -90,12 +95,12 @@ class Trainer:
             logits, targets = packed_logits(self.model, src, tgt)  # CrossEntropyLoss applies the log-softmax
             self._rng_state = torch.get_rng_state()
         loss = self.loss_fn(logits, targets)
-        for optimizer in self.optimizers:
+        for optimizer in optimizers:
             optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.clip > 0:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
-        for optimizer, scheduler in zip(self.optimizers, self.schedulers):
+        for optimizer, scheduler in zip(optimizers, schedulers):
             optimizer.step()
             scheduler.step()
         self.step_count += 1
