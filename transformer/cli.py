@@ -377,8 +377,9 @@ def _progress(snap) -> str:
     filled = int(BAR_WIDTH * min(snap.step / snap.max_steps, 1.0))
     exact = f"{snap.history[-1]['exact_match']:.1%}" if snap.history else "-"
     rate = snap.steps_per_s or (snap.step / snap.elapsed if snap.elapsed else 0.0)  # overall rate once stopped
+    loss = f"{snap.loss:.4f}" if snap.step else "-"  # none before the first step (it read "nan", as if diverged)
     return (f"\rstep {snap.step}/{snap.max_steps} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] "
-            f"loss {snap.loss:.4f} exact {exact} {rate:.1f} steps/s   ")
+            f"loss {loss} exact {exact} {rate:.1f} steps/s   ")
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,9 +16,12 @@ from helpers.repo import ROOT
 from helpers.cli import cli
 
 from transformer.analysis.evaluation import evaluate_bundle
-from transformer.cli import main, parse_task_params
+from transformer.cli import _progress, main, parse_task_params
 from transformer.network.decoding import beam_search, greedy_decode
+from transformer.runs.thread_job import TrainingJob
 from transformer.store.checkpoints import load_bundle
+from transformer.training.config import TrainConfig
+from transformer.training.trainer import Trainer
 
 TINY = ["--d-model", "32", "--heads", "2", "--d-ff", "64", "--eval-every", "10", "--eval-samples", "50"]
 
@@ -45,6 +49,15 @@ def test_train_stops_at_target_and_saves(trained):
     card = load_bundle(path).card
     assert (card["name"], card["steps"], card["exact_match"]) == ("tiny", result["steps"], result["exact_match"])
     assert f"step {result['steps']}/400" in result["stderr"] and "Traceback" not in result["stderr"]
+
+
+def test_the_progress_line_has_no_loss_before_the_first_step():
+    """The first step makes torch's optimisers (1-2.5 s in a fresh process): meanwhile the line said "loss nan"."""
+    job = TrainingJob(Trainer(TrainConfig(task="copy", steps=3), {"d_model": 32, "n_heads": 2, "d_ff": 64}))
+    assert "loss - exact - 0.0 steps/s" in _progress(job.snapshot())
+    job.start()
+    job.join()
+    assert re.search(r"step 3/3 \[#+\] loss \d+\.\d{4} exact \d+\.\d%", _progress(job.snapshot()))
 
 
 def test_train_under_its_target_says_by_how_much(trained, tmp_path, capsys):
