@@ -95,15 +95,22 @@ def cli_run(task: str, target: float, fixed_steps: int | None, seed: int) -> dic
             "exact_match": summary["exact_match"]}
 
 
+# CPU seconds a spare worker's imports (the interpreter, torch, torch._dynamo) take at least: 2-4 s measured. Below
+# this its flat CPU time is a worker still reading torch's libraries from disk (a cold start: 7.7 s to the first
+# step once, 2026-12-02), not one that is done.
+SPARE_IMPORT_CPU = 1.0
+
+
 def spare_ready(server: AppServer, timeout: float = 120) -> float:
-    """Wait until the server's spare worker has done its imports (its CPU time stops growing for 0.5 s)."""
+    """Wait until the server's spare worker has done its imports: its CPU time, at least SPARE_IMPORT_CPU, the same
+    at two looks 0.2 s apart."""
     began, last = time.perf_counter(), -1.0
 
     def settled() -> bool:
         nonlocal last
         workers = server.children()
         now = sum(cpu_seconds(pid) for pid in workers)
-        done = bool(workers) and now == last
+        done = bool(workers) and now == last and now >= SPARE_IMPORT_CPU
         last = now
         return done
 
