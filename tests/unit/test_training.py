@@ -438,7 +438,6 @@ import atexit, time
 atexit.register(lambda: print("after", job.snapshot().state, job.snapshot().finished_reason, flush=True))
 from transformer.runs.thread_job import TrainingJob
 from transformer.training.config import TrainConfig
-from transformer.training import trainer as trainer_module
 from transformer.training.trainer import Trainer
 config = TrainConfig(task="reverse", steps=100_000, batch_size=64, eval_every=100_000)
 job = TrainingJob(Trainer(config, {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_enc_layers": 3, "n_dec_layers": 3}))
