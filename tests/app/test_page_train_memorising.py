@@ -24,6 +24,23 @@ def warnings(at) -> list[str]:
     return [plain(w.value) for w in at.warning]
 
 
+def note_slot(at):
+    """The element after the live view's metrics line: the memorising note's own slot (an empty one where the run
+    does not memorise, so that a note that stops holding goes in the poll that says so, not when the poll ends)."""
+    def blocks(node):
+        yield node
+        for child in node.children.values():
+            if hasattr(child, "children"):
+                yield from blocks(child)
+
+    for block in blocks(at.main):
+        shown = list(block.children.values())
+        for here, after in zip(shown, shown[1:]):
+            if here.type == "markdown" and here.value.startswith("Training loss **"):
+                return after
+    raise AssertionError("no metrics line")
+
+
 def own_data(train_page, data: str):  # noqa: F811 - the fixture
     at = train_page()
     at.selectbox(key=key("task")).set_value("custom").run()
@@ -66,6 +83,7 @@ def test_a_tiny_own_data_run_is_called_memorising_with_what_helps(train_page):
     assert under_target(at) in ending and "try more total steps" not in ending  # the note below says what helps
     (note,) = [w for w in warnings(at) if "memorising" in w]
     assert note.startswith("**The model is memorising its training pairs.**")
+    assert note_slot(at).type == "warning" and plain(note_slot(at).value) == note
     assert "your data has 38 to train on" in note and "A smaller model" in note
     curves = {trace["name"]: trace for trace in spec(at, "train_curves")["data"]}
     assert {"training batch", "loss", "training token accuracy", "token accuracy"} <= set(curves)
@@ -77,6 +95,7 @@ def test_a_preset_run_under_its_bar_says_what_to_try_and_is_not_called_memorisin
     at = train_page()  # reverse, its preset, cut to STEPS: short of its bar
     ending = finished(at)
     assert not [w for w in warnings(at) if "memorising" in w]
+    assert note_slot(at).type == "empty"  # the note's slot, kept
     assert ending.startswith(f"**Finished:** the run completed all {STEPS} of its steps")
     assert ending.endswith(f"{under_target(at)} To reach it, try more total steps or another seed (training "
                            "settings) and Start again.")

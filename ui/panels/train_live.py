@@ -226,8 +226,10 @@ def live_status(run: runs.Run):
     found = memorising(snapshot.history)
     status_line(run, snapshot, advise=found is None)  # a memorising run's note says what helps instead
     metrics_line(snapshot)
+    note = st.empty()  # in every poll, as the status line: a note that no longer holds goes with the poll that says so
     if found is not None:
-        memorising_note(run, found)
+        with note:
+            memorising_note(run, found)
     return snapshot
 
 
