@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from helpers.repo import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import laptop  # noqa: E402 - a script's module, found through the path above
+from benchmarks import laptop
 
 
 def clicks(code_ms: float, met: bool) -> dict:
