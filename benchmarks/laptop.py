@@ -83,19 +83,17 @@ def items(found: dict) -> list[dict]:
             if nice.startswith("nice "):
                 out += [item(f"{what}, worker at {nice}", shown[name], page["targets"][name], shown["met"][name])
                         for name, what in PAGE_ITEMS.items()]
-    if isinstance(clicks := found.get("click_latency"), dict):
-        targets, met = clicks["targets"], clicks["met"]
-        out += [
-            item("5. fresh server, first chart on Home, median (ms)", clicks["cold_start_ms"]["median"],
-                 targets["cold_start_ms"], met["cold_start_ms"]),
-            first_visits("clicked at once", clicks),
-        ]
-        if "step_click_ms" in clicks:
-            out.append(item("6. decode step click, median (ms)", clicks["step_click_ms"]["browser"]["p50"],
-                            targets["step_click_ms"], met["step_click_ms"]))
-    if isinstance(read := found.get("read_first"), dict):
+    clicks, read = (run if isinstance(run := found.get(name), dict) else {} for name in ("click_latency", "read_first"))
+    if clicks:
+        out += [item("5. fresh server, first chart on Home, median (ms)", clicks["cold_start_ms"]["median"],
+                     clicks["targets"]["cold_start_ms"], clicks["met"]["cold_start_ms"]),
+                first_visits("clicked at once", clicks)]
+    if read:
         out.append(first_visits(f"clicked {READ_S} s after the first chart", read))
-    return sorted(out, key=lambda found_item: int(found_item["item"].split(".")[0]))  # in the order
+    if "step_click_ms" in clicks:
+        out.append(item("6. decode step click, median (ms)", clicks["step_click_ms"]["browser"]["p50"],
+                        clicks["targets"]["step_click_ms"], clicks["met"]["step_click_ms"]))
+    return out
 
 
 def first_visits(when: str, clicks: dict) -> dict:

@@ -1,4 +1,4 @@
-"""benchmarks/laptop.py: issue 25's items read from its benchmarks' output, in the issue's order."""
+"""benchmarks/laptop.py: issue 25's items from its benchmarks' output, item 5's two first-visit readings together."""
 
 from __future__ import annotations
 
