@@ -26,18 +26,12 @@ def warnings(at) -> list[str]:
 
 def note_slot(at):
     """The element after the live view's metrics line: the memorising note's own slot (an empty one where the run
-    does not memorise, so that a note that stops holding goes in the poll that says so, not when the poll ends)."""
-    def blocks(node):
-        yield node
-        for child in node.children.values():
-            if hasattr(child, "children"):
-                yield from blocks(child)
-
-    for block in blocks(at.main):
-        shown = list(block.children.values())
-        for here, after in zip(shown, shown[1:]):
-            if here.type == "markdown" and here.value.startswith("Training loss **"):
-                return after
+    does not memorise, so that a note that stops holding goes in the poll that says so, not when the poll ends).
+    AppTest walks its tree depth first, so the node after a leaf is its next sibling where it has one."""
+    shown = list(at.main)
+    for here, after in zip(shown, shown[1:]):
+        if here.type == "markdown" and here.value.startswith("Training loss **"):
+            return after
     raise AssertionError("no metrics line")
 
 
@@ -83,7 +77,8 @@ def test_a_tiny_own_data_run_is_called_memorising_with_what_helps(train_page):
     assert under_target(at) in ending and "try more total steps" not in ending  # the note below says what helps
     (note,) = [w for w in warnings(at) if "memorising" in w]
     assert note.startswith("**The model is memorising its training pairs.**")
-    assert note_slot(at).type == "warning" and plain(note_slot(at).value) == note
+    slot = note_slot(at)
+    assert slot.type == "warning" and plain(slot.value) == note
     assert "your data has 38 to train on" in note and "A smaller model" in note
     curves = {trace["name"]: trace for trace in spec(at, "train_curves")["data"]}
     assert {"training batch", "loss", "training token accuracy", "token accuracy"} <= set(curves)

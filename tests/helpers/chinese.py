@@ -98,7 +98,7 @@ def page_texts(at) -> list[tuple[str, str]]:
     """(element type, text) of every word an AppTest run shows, in the reader's terms (tokens, code and
     formulas out); the step player's and the charts' texts included."""
     found = []
-    for el in _elements(at._tree):
+    for el in at._tree:  # every node, depth first (the root's proto is None)
         kind, proto = getattr(el, "type", None), getattr(el, "proto", None)
         if kind in SKIPPED or proto is None or not hasattr(proto, "DESCRIPTOR"):
             continue
@@ -120,14 +120,6 @@ def page_texts(at) -> list[tuple[str, str]]:
             texts += [str(column) for column in el.value.columns if str(column) not in configured]
         found += [(kind, prose(text)) for text in texts if text]
     return found
-
-
-def _elements(node):
-    children = getattr(node, "children", None)
-    if isinstance(children, dict):
-        for child in children.values():
-            yield child
-            yield from _elements(child)
 
 
 def english_on(at, allowed: set[str] = frozenset()) -> list[str]:
