@@ -5,10 +5,11 @@ all_tasks.py pinned to one core (`taskset -c 1`, as a training process runs besi
 `addition` preset (the slowest to its bar), click_latency.py (each first visit clicked the moment the first chart
 shows), and click_latency.py's cold starts again with the first visits READ_S seconds later (a learner who reads the
 home page first: a page that needs torch no longer waits for its import, ui/warm.py). Each one's JSON is kept in
-benchmarks/results/laptop-<name>.json (all_tasks.py's lines as a list); then one entry per item: the figure, its
-target and whether it is met, each taken from those files, and the machine. A benchmark that fails is named with the
-end of its error output, and the items it measures are left out. With `--cpu avx2` every benchmark caps torch's
-kernels to AVX2 (timing.add_cpu_argument). 12 minutes on a 2-core Zen 4 or Zen 5.
+benchmarks/results/laptop-<cpu>-<name>.json (all_tasks.py's lines as a list), so a run under the AVX2 cap keeps the
+native run's; then one entry per item: the figure, its target and whether it is met, each taken from those files, and
+the machine. A benchmark that fails is named with the end of its error output, and the items it measures are left
+out. With `--cpu avx2` every benchmark caps torch's kernels to AVX2 (timing.add_cpu_argument). 11-12 minutes on a
+2-core Zen 4, Zen 5 or Intel Xeon with AMX.
 
     python benchmarks/laptop.py [--cpu native|avx2] [--only muon_step,click_latency,read_first]
 """
@@ -50,7 +51,7 @@ def run(name: str, cpu: str) -> dict | list | str:
     out = [json.loads(line) for line in done.stdout.splitlines() if line.strip()] if lines else json.loads(done.stdout)
     if isinstance(out, dict) and "skipped" in out:  # a browser benchmark on a machine without Chromium
         return f"skipped: {out['skipped']}"
-    (RESULTS / f"laptop-{name}.json").write_text(json.dumps(out, indent=1))
+    (RESULTS / f"laptop-{cpu}-{name}.json").write_text(json.dumps(out, indent=1))
     return out
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 from benchmarks import laptop
 
 
@@ -30,3 +33,14 @@ def test_a_benchmark_that_did_not_run_leaves_its_items_out():
     found = laptop.items({"click_latency": "exit status 1: no Chromium", "read_first": clicks(400, met=True)})
     assert [entry["item"] for entry in found] == [
         f"5. first visit to each other page, clicked {laptop.READ_S} s after the first chart, median (ms)"]
+
+
+def test_each_cpu_kind_keeps_its_own_results(tmp_path, monkeypatch):
+    """A run under the AVX2 cap after a native one (the README's order) leaves both runs' JSON, each as printed."""
+    monkeypatch.setattr(laptop, "RESULTS", tmp_path)
+    echo_cpu = "import json, sys; print(json.dumps({'cpu': sys.argv[sys.argv.index('--cpu') + 1]}))"
+    monkeypatch.setitem(laptop.RUNS, "echo", ([sys.executable, "-c", echo_cpu], False))
+    assert laptop.run("echo", "native") == {"cpu": "native"}
+    assert laptop.run("echo", "avx2") == {"cpu": "avx2"}
+    kept = {path.name: json.loads(path.read_text()) for path in tmp_path.iterdir()}
+    assert kept == {"laptop-native-echo.json": {"cpu": "native"}, "laptop-avx2-echo.json": {"cpu": "avx2"}}
