@@ -15,6 +15,9 @@ visits" and the sections after it; benchmarks/click_latency.py measures first vi
   a view runs and its browser draws, GIVE_WAY seconds at most (a busy class server's views may never all be over).
   So a page opened within about a second of a fresh server's first chart waits for torch's import; one opened after
   two seconds of reading finds everything warm.
+- Torch first (FIRST), then pandas: every page but the home page needs torch, and the Code page's first chart
+  nothing else slow (its tables come later, and build no pandas frame themselves), so a Code page opened at once
+  waits for torch's import only.
 - Pandas alone (`page_view`): `import` statements take a module's lock, but plotly reads pandas from sys.modules
   without importing it, and a page view's figure met a half-imported pandas (AttributeError). So pandas is imported
   while no page view runs, and those that begin meanwhile wait for it (~0.3 s).
@@ -42,7 +45,8 @@ from ui.catalog import PAGES
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
 DELAY = 1.0  # seconds the browser draws what a page view sent (0.5-1.6 s measured): the warm-up waits them out
-ALONE = ("pandas",)  # what is imported while no page view runs (plotly reads it from sys.modules)
+FIRST = ("torch",)  # imported first, between page views: what nearly every page waits for
+ALONE = ("pandas",)  # then what is imported while no page view runs (plotly reads it from sys.modules)
 WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
 GIVE_WAY = 2.0  # seconds the warm-up's next step waits at most for the page views under way
@@ -57,16 +61,23 @@ _stopping = threading.Event()  # set at the interpreter's exit
 
 
 def page_modules() -> list[str]:
-    """Every module app.py and the page scripts import, read from their import statements (the pages themselves
-    cannot be imported: they are scripts that draw): `import a.b` gives a.b, `from a import b, c` gives a, a.b and
-    a.c, of which `load` imports those that are modules."""
+    """Every module app.py and the page scripts import (`script_modules`), each once."""
     found: dict[str, None] = {}
     for script in [ROOT / "app.py", *(ROOT / info.path for info in PAGES)]:
-        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(dict.fromkeys(alias.name for alias in node.names))
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.update(dict.fromkeys([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]))
+        found.update(dict.fromkeys(script_modules(script)))
+    return list(found)
+
+
+def script_modules(script: Path) -> list[str]:
+    """Every module `script` imports, read from its import statements (a page cannot be imported: it is a script
+    that draws): `import a.b` gives a.b, `from a import b, c` gives a, a.b and a.c, of which `load` imports those
+    that are modules."""
+    found: dict[str, None] = {}
+    for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(dict.fromkeys(alias.name for alias in node.names))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.update(dict.fromkeys([node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]))
     return list(found)
 
 
@@ -156,9 +167,10 @@ def _stop(warmer: threading.Thread) -> None:
 
 
 def warm_up() -> None:
-    """ALONE between page views, then every page's modules, the home page's kept decode, and the
+    """FIRST, then ALONE, between page views, then every page's modules, the home page's kept decode, and the
     default model's error analysis in the "Where it fails" page's default view, into the caches the pages read."""
     global _importing
+    load(list(FIRST))
     if not _views_over(alone=True):
         return
     try:

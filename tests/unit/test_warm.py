@@ -1,6 +1,6 @@
 """The server's warm-up (ui/warm.py): it imports what every page imports and fills the caches the pages read, once
-per server and never under AppTest; it imports pandas only while no page view runs, and page views wait for it
-(plotly read a half-imported pandas when a page view raced the warm-up)."""
+per server and never under AppTest; torch first, then pandas only while no page view runs, and page views wait for
+it (plotly read a half-imported pandas when a page view raced the warm-up)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ KEEP_FIRST_PAGE = warm.keep_first_page
 def fresh(monkeypatch):
     """A warm-up state of its own (nothing started, no page view under way), and empty decode caches."""
     for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_last_view", float("-inf")),
-                        ("_importing", False), ("_started", False), ("_drawn_at", float("-inf"))):
+                        ("_importing", False), ("_started", False), ("_drawn_at", float("-inf")), ("FIRST", ())):
         monkeypatch.setattr(warm, name, value)
     monkeypatch.setattr(warm, "keep_first_page", lambda: None)  # its own test, below
     decodes.clear()
@@ -35,6 +35,41 @@ def test_the_page_modules_are_read_from_every_page_script():
             "transformer.analysis.heads"} <= set(modules)
     assert not [m for m in modules if m.startswith("pages")]
     warm.load(["transformer.analysis.heads.focus_head", "__future__.annotations"])  # names, not modules: passed by
+
+
+# In a fresh interpreter: the modules the Code page imports, as the warm-up reads them (torch among them, since the page
+# computes), and whether pandas came in with them.
+CODE_PAGE_IMPORTS = """
+import sys
+from ui import warm
+warm.load(warm.script_modules(warm.ROOT / "pages/learn/code.py"))
+print(sorted({"torch", "pandas"} & set(sys.modules)))
+"""
+
+
+def test_the_code_page_imports_no_pandas_so_on_a_fresh_server_it_waits_for_torch_only():
+    done = subprocess.run([sys.executable, "-c", CODE_PAGE_IMPORTS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "['torch']", done.stdout
+
+
+def test_torch_comes_first_and_page_views_are_not_held_by_it(fresh, monkeypatch):
+    """Torch, then pandas alone, then the pages' modules; a view that begins during torch's import runs beside it
+    (in a server it meets torch's module lock only if it imports torch itself)."""
+    monkeypatch.setattr(warm, "DELAY", 0.0)
+    monkeypatch.setattr(warm, "FIRST", ("torch",))
+    monkeypatch.setattr(warm, "ALONE", ("pandas",))
+    events = []
+    _record_imports(monkeypatch, events, 0.3)
+    monkeypatch.setattr(warm, "page_modules", lambda: ["ui.page"])
+    warmer = threading.Thread(target=warm.warm_up)
+    warmer.start()
+    time.sleep(0.1)  # torch's import is under way
+    _view(events, "view", 0).join()
+    warmer.join()
+    assert events == ["import torch", "view in", "view out", "torch done", "import pandas", "pandas done",
+                      "import ui.page", "ui.page done"], events
 
 
 @needs_reverse
@@ -270,7 +305,7 @@ def analysis():
     while time.monotonic() < until:
         a @ a
     print("analysis done", flush=True)
-warm.DELAY, warm.ALONE = 0.0, ()
+warm.DELAY, warm.FIRST, warm.ALONE = 0.0, (), ()
 warm.page_modules, warm.warm_errors = list, analysis
 warm.start()
 inside.wait(30)
@@ -302,7 +337,7 @@ def import_torch(name):
     global library
     library = Library()
     weakref.finalize(library, lambda: os.write(1, b"finalized "))
-warm.DELAY, warm.ALONE = 0.0, ("torch",)
+warm.DELAY, warm.FIRST, warm.ALONE = 0.0, ("torch",), ()
 warm.importlib.import_module = import_torch
 warm.start()
 inside.wait(30)

@@ -1,6 +1,7 @@
 """The code page's sections, in the paper's order: each a heading with its anchor, a short explanation, the running
 source behind it (transformer.analysis.code_tour) and what that code computed for the page's input, read from one
-detailed traced pass (`Tour`)."""
+detailed traced pass (`Tour`). The tables go to st.dataframe as lists of rows, and nothing here imports pandas: the
+page's first chart, opened on a fresh server, then waits for the warm-up's torch only (ui/warm.py, FIRST)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from transformer import charts
@@ -325,11 +325,10 @@ def generator(shown: Shown) -> None:
     log_probs = shown.tour.log_probs
     st.markdown(computed() + shapes(log_probs=log_probs))
     reads = [token_text(p) for p in shown.tour.target_pieces]
-    st.dataframe(pd.DataFrame([{t("masks.table.position"): i, t("code.table.reads"): read,
-                                t("code.table.likeliest"): a, t("charts.topk.probability"): probability_text(p),
-                                t("code.table.runner_up"): b, t("code.table.its_probability"): probability_text(q)}
-                               for i, (read, (a, p, b, q)) in enumerate(zip(reads, top_two(log_probs,
-                                                                                          shown.bundle.tokenizer)))]),
+    st.dataframe([{t("masks.table.position"): i, t("code.table.reads"): read, t("code.table.likeliest"): a,
+                   t("charts.topk.probability"): probability_text(p), t("code.table.runner_up"): b,
+                   t("code.table.its_probability"): probability_text(q)}
+                  for i, (read, (a, p, b, q)) in enumerate(zip(reads, top_two(log_probs, shown.bundle.tokenizer)))],
                  hide_index=True, width="content")
 
 
@@ -340,11 +339,9 @@ def greedy(shown: Shown) -> None:
     steps = shown.greedy.steps
     gap = float(np.abs(shown.tour.log_probs - np.stack([s.log_probs.numpy() for s in steps])).max())
     st.markdown(computed())
-    st.dataframe(pd.DataFrame([{t("errors.failures.step"): s.index + 1, t("code.table.reads"): token_text(read),
-                                t("code.table.writes"): token_text(s.piece),
-                                t("charts.topk.probability"): probability_text(s.prob)}
-                               for s, read in zip(steps, shown.greedy.prefix_pieces)]), hide_index=True,
-                 width="content")
+    st.dataframe([{t("errors.failures.step"): s.index + 1, t("code.table.reads"): token_text(read),
+                   t("code.table.writes"): token_text(s.piece), t("charts.topk.probability"): probability_text(s.prob)}
+                  for s, read in zip(steps, shown.greedy.prefix_pieces)], hide_index=True, width="content")
     st.caption(t("code.greedy.caption", gap=gap))
 
 
