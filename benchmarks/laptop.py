@@ -84,7 +84,7 @@ def items(found: dict) -> list[dict]:
             if nice.startswith("nice "):
                 out += [item(f"{what}, worker at {nice}", shown[name], page["targets"][name], shown["met"][name])
                         for name, what in PAGE_ITEMS.items()]
-    clicks, read = (run if isinstance(run := found.get(name), dict) else {} for name in ("click_latency", "read_first"))
+    clicks, read = (got if isinstance(got := found.get(name), dict) else {} for name in ("click_latency", "read_first"))
     if clicks:
         out += [item("5. fresh server, first chart on Home, median (ms)", clicks["cold_start_ms"]["median"],
                      clicks["targets"]["cold_start_ms"], clicks["met"]["cold_start_ms"]),

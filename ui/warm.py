@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def script_modules(script: Path) -> list[str]:
     return list(found)
 
 
-def load(names: list[str]) -> None:
+def load(names: Iterable[str]) -> None:
     """Import each of `names` that is a module (a name a `from` statement imports may be a class or function)."""
     for name in names:
         if not _views_over():
@@ -170,7 +171,7 @@ def warm_up() -> None:
     """FIRST, then ALONE, between page views, then every page's modules, the home page's kept decode, and the
     default model's error analysis in the "Where it fails" page's default view, into the caches the pages read."""
     global _importing
-    load(list(FIRST))
+    load(FIRST)
     if not _views_over(alone=True):
         return
     try:
