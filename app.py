@@ -1,8 +1,9 @@
 """Attention Playground: entry point. Page config, the reader's language, navigation, and the shared sidebar
-(active model). `ast.parse` takes one lock where Python needs it, and a server's first run pauses the garbage
-collector (ui/runtime.py); an error nobody expected ends a run with a note, not a traceback (ui/failure.py); once its
-page is drawn, the server warms what the other pages need (ui/warm.py), and a page that computes, opened before
-torch's import has ended, waits for it under a spinner that says so."""
+(active model). `ast.parse` takes one lock where Python needs it, plotly waits for a pandas another thread is
+importing, and a server's first run pauses the garbage collector (ui/runtime.py); an error nobody expected ends a run
+with a note, not a traceback (ui/failure.py); once its page is drawn, the server warms what the other pages need
+(ui/warm.py), and a page that computes, opened before torch's import has ended, waits for it under a spinner that
+says so."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def main() -> None:
 
 
 runtime.serialize_ast_parse()
+runtime.plotly_waits_for_imports()
 with runtime.first_run(), warm.page_view(), failure.noted():
     main()
 warm.start()

@@ -1,5 +1,6 @@
-"""Process-wide runtime choices: one `ast.parse` at a time where Python needs it, torch's thread count, its import
-waited for under a spinner, and the garbage collector around a server's first page run. No torch at import: app.py
+"""Process-wide runtime choices: one `ast.parse` at a time where Python needs it, plotly's look at pandas waiting
+for an import under way, torch's thread count, its import waited for under a spinner, and the garbage collector
+around a server's first page run. No torch at import: app.py
 imports this before anything imports torch (a fresh server's first page may need none: ui/glance.py). (Nagle's
 algorithm on the server's sockets is uvloop's to turn off: requirements.txt.)"""
 
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 import streamlit.delta_generator
+from _plotly_utils import optional_imports
 
 from transformer.i18n import t
 
@@ -46,6 +48,31 @@ def serialize_ast_parse() -> None:
             return parse(*args, **kwargs)
 
     ast.parse = one_at_a_time
+
+
+# plotly's modules that look a module up without importing it (`get_module(name, should_load=False)`); a test reads
+# plotly's source for every such look-up.
+PLOTLY_LOOKUPS = ("_plotly_utils.basevalidators", "_plotly_utils.utils", "plotly.io._json", "plotly.basedatatypes")
+
+
+def plotly_waits_for_imports() -> None:
+    """Make plotly's look-ups of a module already in `sys.modules` (pandas, for whether a value is a Series) wait for
+    its import when another thread has it under way, instead of taking the half-built module (plotly/plotly.py#2433):
+    a page view's figure raised "partially initialized module 'pandas' has no attribute 'Series'" while another
+    session's view, or the warm-up, imported pandas. A module whose import has ended costs one more dictionary
+    look-up (~0.3 µs). Once per process; plotly is imported by then (app.py's own imports)."""
+    get_module = optional_imports.get_module
+    if getattr(get_module, "__wrapped__", None):
+        return
+
+    @functools.wraps(get_module)
+    def whole(name: str, should_load: bool = True):
+        # importing a module that is in sys.modules returns it once the import under way, in any thread, has ended
+        return get_module(name, should_load or name in sys.modules)
+
+    for module in PLOTLY_LOOKUPS:
+        importlib.import_module(module).get_module = whole
+    optional_imports.get_module = whole
 
 
 def configure_torch() -> None:

@@ -15,12 +15,10 @@ visits" and the sections after it; benchmarks/click_latency.py measures first vi
   a view runs and its browser draws, GIVE_WAY seconds at most (a busy class server's views may never all be over).
   So a page opened within about a second of a fresh server's first chart waits for torch's import; one opened after
   two seconds of reading finds everything warm.
-- Torch first (FIRST), then pandas: every page but the home page needs torch, and the Code page's first chart
+- Torch first, then pandas (FIRST): every page but the home page needs torch, and the Code page's first chart
   nothing else slow (its tables come later, and build no pandas frame themselves), so a Code page opened at once
-  waits for torch's import only.
-- Pandas alone (`page_view`): `import` statements take a module's lock, but plotly reads pandas from sys.modules
-  without importing it, and a page view's figure met a half-imported pandas (AttributeError). So pandas is imported
-  while no page view runs, and those that begin meanwhile wait for it (~0.3 s).
+  waits for torch's import only. A view whose figure meets pandas's import under way waits for it where plotly
+  looks pandas up (ui/runtime.plotly_waits_for_imports), and one that imports a module itself waits at its `import`.
 - At the interpreter's exit (a server stopped within seconds of its first page) it stops after the step under way
   and is waited for: a thread left inside torch's C++ code as the interpreter ends aborts it (exit status 134).
 """
@@ -46,16 +44,13 @@ from ui.catalog import PAGES
 ROOT = Path(__file__).resolve().parents[1]
 THREAD = "warm-up"
 DELAY = 1.0  # seconds the browser draws what a page view sent (0.5-1.6 s measured): the warm-up waits them out
-FIRST = ("torch",)  # imported first, between page views: what nearly every page waits for
-ALONE = ("pandas",)  # then what is imported while no page view runs (plotly reads it from sys.modules)
-WAIT_LIMIT = 60.0  # seconds a page view waits for the warm-up's pandas at most
+FIRST = ("torch", "pandas")  # imported first: what nearly every page waits for, then what most pages import
 EXIT_WAIT = 10.0  # seconds the interpreter's exit waits for the warm-up's step under way at most
 GIVE_WAY = 2.0  # seconds the warm-up's next step waits at most for the page views under way
 
 _turns = threading.Condition()  # guards the four below
 _views = 0  # page views under way
 _last_view = float("-inf")  # when the last one ended (time.monotonic())
-_importing = False  # the warm-up imports ALONE
 _started = False  # once per server
 _drawn_at = float("-inf")  # when a browser last said it had drawn its page (ui/preload.py's beacon)
 _stopping = threading.Event()  # set at the interpreter's exit
@@ -94,21 +89,15 @@ def load(names: Iterable[str]) -> None:
                 raise
 
 
-def _views_over(alone: bool = False) -> bool:
+def _views_over() -> bool:
     """Wait until no page view is under way and the browser has drawn the last: the view ended DELAY seconds ago, or
-    a browser said so (`drawn`) since it ended; GIVE_WAY seconds at most. With `alone`, then until none is under
-    way at all, and claim the import of ALONE while still holding the lock (views that begin from now on wait for
-    it, none before). False once the interpreter is exiting."""
-    global _importing
+    a browser said so (`drawn`) since it ended; GIVE_WAY seconds at most. False once the interpreter is exiting."""
     give_up = time.monotonic() + GIVE_WAY
     with _turns:
         while not _stopping.is_set() and (now := time.monotonic()) < give_up:
             if _views == 0 and (now >= _last_view + DELAY or _drawn_at >= _last_view):
                 break
             _turns.wait(min(give_up, _last_view + DELAY) - now if _views == 0 else give_up - now)
-        if alone:
-            _turns.wait_for(lambda: _views == 0 or _stopping.is_set())
-            _importing = not _stopping.is_set()
     return not _stopping.is_set()
 
 
@@ -122,11 +111,10 @@ def drawn() -> None:
 
 @contextmanager
 def page_view():
-    """Around a page view (app.py's script run): it waits while the warm-up imports ALONE, which waits for the views
-    under way. Not around a fragment's run: right after a fresh server's first page none is polling."""
+    """Around a page view (app.py's script run): the warm-up's next step waits for it. Not around a fragment's run:
+    right after a fresh server's first page none is polling."""
     global _views, _last_view
     with _turns:
-        _turns.wait_for(lambda: not _importing, WAIT_LIMIT)
         _views += 1
     try:
         yield
@@ -168,20 +156,9 @@ def _stop(warmer: threading.Thread) -> None:
 
 
 def warm_up() -> None:
-    """FIRST, then ALONE, between page views, then every page's modules, the home page's kept decode, and the
-    default model's error analysis in the "Where it fails" page's default view, into the caches the pages read."""
-    global _importing
-    load(FIRST)
-    if not _views_over(alone=True):
-        return
-    try:
-        for name in ALONE:
-            importlib.import_module(name)
-    finally:
-        with _turns:
-            _importing = False
-            _turns.notify_all()
-    load(page_modules())
+    """Between page views: FIRST, every page's modules, the home page's kept decode, and the default model's error
+    analysis in the "Where it fails" page's default view, into the caches the pages read."""
+    load([*FIRST, *page_modules()])
     if _views_over():
         keep_first_page()
     if _views_over():

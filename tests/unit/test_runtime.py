@@ -1,11 +1,13 @@
-"""The server's runtime choices (ui/runtime.py): `ast.parse` in one thread at a time where Python needs it; its first
-page run goes without garbage collections, then freezes what is alive; the garbage frozen with it is freed by a later
-collection; every later run leaves the collector alone."""
+"""The server's runtime choices (ui/runtime.py): `ast.parse` in one thread at a time where Python needs it; plotly
+waits for a pandas another thread is importing; its first page run goes without garbage collections, then freezes
+what is alive; the garbage frozen with it is freed by a later collection; every later run leaves the collector
+alone."""
 
 from __future__ import annotations
 
 import ast
 import gc
+import importlib
 import sys
 import threading
 import time
@@ -157,3 +159,54 @@ def test_the_first_run_skips_streamlits_question_whether_it_runs_in_a_prompt(fre
     with runtime.first_run():
         st.markdown("the first run's element")
     assert asked == [True]
+
+
+# In a fresh interpreter: a figure built while another thread imports pandas, as a page view's while another session's
+# view, or the warm-up, imports it. Prints whether pandas was half imported when the figure began, and how it ended.
+FIGURE_DURING_PANDAS_IMPORT = """
+import sys, threading, time
+import plotly.graph_objects as go
+from ui import runtime
+{waits}
+importer = threading.Thread(target=__import__, args=("pandas",))
+importer.start()
+while "pandas" not in sys.modules:
+    time.sleep(0.0002)
+print(not hasattr(sys.modules["pandas"], "Series"), end=" ")
+try:
+    go.Figure(go.Scatter(y=[1, 2, 3])).to_json()
+    print("drawn")
+except AttributeError:
+    print("AttributeError")
+importer.join()
+"""
+
+
+def test_a_figure_built_while_another_thread_imports_pandas_waits_for_it():
+    """Plotly alone takes the half-imported pandas and fails (plotly/plotly.py#2433: if plotly mends that, this
+    module's wrapper can go); `plotly_waits_for_imports` makes it wait for the import and draw."""
+    assert fresh_python(FIGURE_DURING_PANDAS_IMPORT.format(waits="")).split() == ["True", "AttributeError"]
+    waits = "runtime.plotly_waits_for_imports()"
+    assert fresh_python(FIGURE_DURING_PANDAS_IMPORT.format(waits=waits)).split() == ["True", "drawn"]
+
+
+def test_every_plotly_module_that_looks_a_module_up_without_importing_it_is_wrapped():
+    """Read from plotly's installed source, so an upgrade that adds such a look-up elsewhere fails here."""
+    import _plotly_utils
+    import plotly
+
+    lookups = set()
+    for package in (plotly, _plotly_utils):
+        root = Path(package.__file__).parent
+        for path in root.rglob("*.py"):
+            if "should_load=False" in path.read_text(encoding="utf-8"):
+                lookups.add(".".join(path.relative_to(root.parent).with_suffix("").parts))
+    assert lookups == set(runtime.PLOTLY_LOOKUPS)
+    runtime.plotly_waits_for_imports()
+    runtime.plotly_waits_for_imports()  # once per process: a second call wraps nothing again
+    for name in ("_plotly_utils.optional_imports", *lookups):
+        get_module = importlib.import_module(name).get_module
+        assert get_module.__wrapped__.__name__ == "get_module" and not hasattr(get_module.__wrapped__, "__wrapped__")
+    import pandas
+
+    assert get_module("pandas", should_load=False) is pandas and get_module("no_such_module", False) is None

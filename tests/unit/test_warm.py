@@ -1,6 +1,6 @@
 """The server's warm-up (ui/warm.py): it imports what every page imports and fills the caches the pages read, once
-per server and never under AppTest; torch first, then pandas only while no page view runs, and page views wait for
-it (plotly read a half-imported pandas when a page view raced the warm-up)."""
+per server and never under AppTest; torch first, then pandas, each step between page views. (A view that meets
+pandas's import under way waits for it where plotly looks it up: tests/unit/test_runtime.py.)"""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ KEEP_FIRST_PAGE = warm.keep_first_page
 def fresh(monkeypatch):
     """A warm-up state of its own (nothing started, no page view under way), and empty decode caches."""
     for name, value in (("_turns", threading.Condition()), ("_views", 0), ("_last_view", float("-inf")),
-                        ("_importing", False), ("_started", False), ("_drawn_at", float("-inf")), ("FIRST", ())):
+                        ("_started", False), ("_drawn_at", float("-inf")), ("FIRST", ())):
         monkeypatch.setattr(warm, name, value)
     monkeypatch.setattr(warm, "keep_first_page", lambda: None)  # its own test, below
     decodes.clear()
@@ -55,11 +55,10 @@ def test_the_code_page_imports_no_pandas_so_on_a_fresh_server_it_waits_for_torch
 
 
 def test_torch_comes_first_and_page_views_are_not_held_by_it(fresh, monkeypatch):
-    """Torch, then pandas alone, then the pages' modules; a view that begins during torch's import runs beside it
-    (in a server it meets torch's module lock only if it imports torch itself)."""
+    """Torch, then pandas, then the pages' modules; a view that begins during torch's import runs beside it (in a
+    server it meets torch's module lock only if it imports torch itself)."""
     monkeypatch.setattr(warm, "DELAY", 0.0)
-    monkeypatch.setattr(warm, "FIRST", ("torch",))
-    monkeypatch.setattr(warm, "ALONE", ("pandas",))
+    monkeypatch.setattr(warm, "FIRST", ("torch", "pandas"))
     events = []
     _record_imports(monkeypatch, events, 0.3)
     monkeypatch.setattr(warm, "page_modules", lambda: ["ui.page"])
@@ -113,27 +112,11 @@ def _view(events: list, name: str, hold: float, inside: threading.Event | None =
     return thread
 
 
-def test_pandas_is_imported_between_page_views_and_views_wait_for_it(fresh, monkeypatch):
-    monkeypatch.setattr(warm, "DELAY", 0.2)
-    monkeypatch.setattr(warm, "ALONE", ("pandas",))
-    events, inside = [], threading.Event()
-    _record_imports(monkeypatch, events, 0.3)
-    first = _view(events, "first", 0.3, inside)
-    inside.wait()
-    warmer = threading.Thread(target=warm.warm_up)
-    warmer.start()  # waits for the first view to end, and DELAY after it
-    first.join()
-    time.sleep(warm.DELAY + 0.1)  # the warm-up now imports pandas (0.3 s)
-    _view(events, "second", 0).join()
-    warmer.join()
-    assert events == ["first in", "first out", "import pandas", "pandas done", "second in", "second out"], events
-
-
-def test_a_view_that_begins_before_pandas_is_imported_is_not_held(fresh, monkeypatch):
-    """The warm-up claims pandas's import only once the last view ended DELAY seconds ago: a view that begins in
-    that second runs at once, and the import waits DELAY after it in turn."""
+def test_a_view_that_begins_before_an_import_is_not_held_and_the_import_waits_for_it(fresh, monkeypatch):
+    """The warm-up begins a step only once the last view ended DELAY seconds ago: a view that begins in that second
+    runs at once, and the import waits DELAY after it in turn."""
     monkeypatch.setattr(warm, "DELAY", 0.4)
-    monkeypatch.setattr(warm, "ALONE", ("pandas",))
+    monkeypatch.setattr(warm, "FIRST", ("pandas",))
     events = []
     _record_imports(monkeypatch, events, 0.1)
     _view(events, "first", 0).join()
@@ -144,13 +127,12 @@ def test_a_view_that_begins_before_pandas_is_imported_is_not_held(fresh, monkeyp
     _view(events, "second", 0.05).join()
     ended = time.monotonic()
     warmer.join()
-    assert ended - began < 0.3, ended - began  # held by the import's wait and the import: ~0.45 s
+    assert ended - began < 0.3, ended - began  # had it waited for the import's wait and the import: ~0.45 s
     assert events == ["first in", "first out", "second in", "second out", "import pandas", "pandas done"], events
 
 
 def test_the_warm_up_waits_between_its_steps_while_a_page_view_runs(fresh, monkeypatch):
     events = []
-    monkeypatch.setattr(warm, "ALONE", ())
     monkeypatch.setattr(warm, "page_modules", lambda: ["first", "second"])
     monkeypatch.setattr(warm.importlib, "import_module",
                         lambda name: (events.append(f"import {name}"), time.sleep(0.2), events.append(f"{name} done")))
@@ -171,7 +153,6 @@ def test_the_warm_up_lets_the_browser_draw_a_page_view_before_its_next_step(fres
     """After a page view the browser still draws what it sent: the next step (an import, the analysis, the garbage
     collection at the end) waits DELAY seconds from the view's end."""
     monkeypatch.setattr(warm, "DELAY", 0.3)
-    monkeypatch.setattr(warm, "ALONE", ())
     monkeypatch.setattr(warm, "page_modules", lambda: ["first", "second"])
     at, begun = {}, {name: threading.Event() for name in ("first", "analysis")}
 
@@ -231,7 +212,7 @@ def _first_step_after(monkeypatch, word_at: float | None) -> float:
     """A page view ends, the warm-up starts (as app.py starts it), and a browser says it has drawn its page
     `word_at` seconds after the view's end (None: none says so): seconds from the view's end to the first step."""
     monkeypatch.setattr(warm, "DELAY", 0.6)
-    monkeypatch.setattr(warm, "ALONE", ("first step",))
+    monkeypatch.setattr(warm, "FIRST", ("first step",))
     began = threading.Event()
     monkeypatch.setattr(warm.importlib, "import_module", lambda name: began.set())
     monkeypatch.setattr(warm, "page_modules", list)
@@ -305,7 +286,7 @@ def analysis():
     while time.monotonic() < until:
         a @ a
     print("analysis done", flush=True)
-warm.DELAY, warm.FIRST, warm.ALONE = 0.0, (), ()
+warm.DELAY, warm.FIRST = 0.0, ()
 warm.page_modules, warm.warm_errors = list, analysis
 warm.start()
 inside.wait(30)
@@ -337,7 +318,7 @@ def import_torch(name):
     global library
     library = Library()
     weakref.finalize(library, lambda: os.write(1, b"finalized "))
-warm.DELAY, warm.FIRST, warm.ALONE = 0.0, ("torch",), ()
+warm.DELAY, warm.FIRST = 0.0, ("torch",)
 warm.importlib.import_module = import_torch
 warm.start()
 inside.wait(30)
