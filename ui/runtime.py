@@ -1,8 +1,8 @@
 """Process-wide runtime choices: one `ast.parse` at a time where Python needs it, plotly's look at pandas waiting
 for an import under way, torch's thread count, its import waited for under a spinner, and the garbage collector
-around a server's first page run. No torch at import: app.py
-imports this before anything imports torch (a fresh server's first page may need none: ui/glance.py). (Nagle's
-algorithm on the server's sockets is uvloop's to turn off: requirements.txt.)"""
+around a server's first page run. No torch at import: app.py imports this before anything imports torch (a fresh
+server's first page may need none: ui/glance.py). (Nagle's algorithm on the server's sockets is uvloop's to turn off:
+requirements.txt.)"""
 
 from __future__ import annotations
 
