@@ -209,4 +209,5 @@ def test_every_plotly_module_that_looks_a_module_up_without_importing_it_is_wrap
         assert get_module.__wrapped__.__name__ == "get_module" and not hasattr(get_module.__wrapped__, "__wrapped__")
     import pandas
 
-    assert get_module("pandas", should_load=False) is pandas and get_module("no_such_module", False) is None
+    whole = runtime.optional_imports.get_module
+    assert whole("pandas", should_load=False) is pandas and whole("no_such_module", False) is None
