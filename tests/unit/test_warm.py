@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from helpers.repo import ROOT, needs_reverse
+from helpers.repo import ROOT, fresh_python, needs_reverse
 
 from ui import decodes, glance, warm
 
@@ -48,10 +48,8 @@ print(sorted({"torch", "pandas"} & set(sys.modules)))
 
 
 def test_the_code_page_imports_no_pandas_so_on_a_fresh_server_it_waits_for_torch_only():
-    done = subprocess.run([sys.executable, "-c", CODE_PAGE_IMPORTS], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-1] == "['torch']", done.stdout
+    printed = fresh_python(CODE_PAGE_IMPORTS)
+    assert printed.split()[-1] == "['torch']", printed
 
 
 def test_torch_comes_first_and_page_views_are_not_held_by_it(fresh, monkeypatch):
@@ -296,10 +294,8 @@ print("exit", flush=True)
 
 
 def test_an_exit_during_the_warm_up_waits_for_its_step_and_ends_cleanly():
-    done = subprocess.run([sys.executable, "-c", EXIT_DURING_ANALYSIS], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-    assert done.stdout.split() == ["exit", "analysis", "done"]  # the exit began, then waited for the step
+    # the exit began, then waited for the step under way
+    assert fresh_python(EXIT_DURING_ANALYSIS).split() == ["exit", "analysis", "done"]
 
 
 # A server stopped while the warm-up imports torch (within a second of its first page, where that page did without
